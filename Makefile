@@ -1,0 +1,56 @@
+# The user-facing entry points. `make book` and `make test` create .venv when it is missing and
+# install pinned dependencies (torch==2.13.0 plus constraints.txt, so nothing pulls a CUDA torch).
+#
+#   make test                          run the test suite
+#   make book                          execute every chapter (PROFILE=quick) and build _build/html
+#   make book PROFILE=paper DEVICE=cuda
+#   make chapter CHAPTER=00_symmetries rerun one chapter, then rebuild the book
+#   make browser-test                  open every built page in headless Chromium
+#   make clean                         remove executed notebooks, results, the cache and the build
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PROFILE ?= quick
+SEED    ?= 0
+DEVICE  ?= auto
+CHAPTER ?=
+TORCH   ?= torch==2.13.0
+
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test book execute build chapter browser-test clean chapters
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[book,dev]'
+	@touch $@
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+execute: $(STAMP)
+	$(PY) -m symlib.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)
+
+build: $(STAMP)
+	$(PY) -m symlib.pipeline build
+
+book: execute build
+
+chapter: $(STAMP)
+	@test -n "$(CHAPTER)" || { echo "usage: make chapter CHAPTER=NN_name (one of: $$($(PY) -m symlib.pipeline chapters | tr '\n' ' '))"; exit 2; }
+	$(PY) -m symlib.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE) $(CHAPTER)
+	$(PY) -m symlib.pipeline build
+
+chapters: $(STAMP)
+	@$(PY) -m symlib.pipeline chapters
+
+browser-test: $(STAMP)
+	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py
+
+clean:
+	rm -rf _build executed results book/_static/mathjax
+	$(PY) -c "from symlib.cache import clear; clear()" 2>/dev/null || rm -rf .cache/symlib

@@ -1,0 +1,1 @@
+"""One module per chapter: ``run(config, ...) -> results`` plus its tables, claims and figures."""

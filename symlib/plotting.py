@@ -1,0 +1,60 @@
+"""The book's house style and small figure helpers.
+
+The style is applied explicitly (``apply_style()`` once per notebook, or ``with style():``),
+never as a side effect of importing symlib.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import matplotlib
+
+__all__ = ["HOUSE_STYLE", "COLORS", "apply_style", "style", "figure", "label_panels"]
+
+COLORS = ("#1f4e79", "#c0504d", "#4f8f3a", "#8064a2", "#d98c1f", "#3d9fb5", "#7f7f7f")
+"""A colour-blind-friendly-ish cycle shared by every chapter (dark blue first = "ours")."""
+
+HOUSE_STYLE = {
+    "figure.dpi": 110,
+    "savefig.dpi": 110,
+    "figure.figsize": (6.4, 4.0),
+    "figure.constrained_layout.use": True,
+    "font.size": 10,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+    "lines.linewidth": 1.6,
+    "image.cmap": "viridis",
+    "axes.prop_cycle": matplotlib.cycler(color=list(COLORS)),
+}
+
+
+def apply_style() -> None:
+    """Apply the house style globally (call once at the top of a notebook)."""
+    matplotlib.rcParams.update(HOUSE_STYLE)
+
+
+def style():
+    """Context manager applying the house style locally."""
+    return matplotlib.rc_context(HOUSE_STYLE)
+
+
+def figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height_per_row: float = 3.2, **kwargs):
+    """``plt.subplots`` sized for the book's text column."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(nrows, ncols, figsize=(width, height_per_row * nrows), squeeze=False, **kwargs)
+
+
+def label_panels(axes, *, start: str = "a") -> None:
+    """Bold (a), (b), ... labels in the upper left of each panel."""
+    with contextlib.suppress(AttributeError):
+        axes = axes.ravel()
+    for i, ax in enumerate(axes):
+        ax.text(0.01, 0.98, f"({chr(ord(start) + i)})", transform=ax.transAxes, fontweight="bold", va="top", ha="left")
