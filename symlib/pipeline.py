@@ -50,6 +50,10 @@ def _source(name: str) -> Path:
     return path
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _postprocess(nb) -> None:
     """Hide parameter cells from the page and drop stderr outputs."""
     for cell in nb.cells:
@@ -91,7 +95,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 shutil.copyfile(out, failed)
             raise SystemExit(
                 f"{name}: execution failed ({err.ename}: {err.evalue}).\n"
-                f"The failed notebook is at {failed.relative_to(ROOT)}; {target.relative_to(ROOT)} was left as it was."
+                f"The failed notebook is at {_shown(failed)}; {_shown(target)} was left as it was."
             ) from None
         executed = nbformat.read(out, as_version=4)
         _postprocess(executed)
