@@ -10,7 +10,7 @@ import contextlib
 
 import matplotlib
 
-__all__ = ["HOUSE_STYLE", "COLORS", "apply_style", "style", "figure", "label_panels"]
+__all__ = ["COLORS", "HOUSE_STYLE", "apply_style", "figure", "label_panels", "style"]
 
 COLORS = ("#1f4e79", "#c0504d", "#4f8f3a", "#8064a2", "#d98c1f", "#3d9fb5", "#7f7f7f")
 """A colour-blind-friendly-ish cycle shared by every chapter (dark blue first = "ours")."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PAPERS", "ReportedTable", "REPORTED", "reported"]
+__all__ = ["PAPERS", "REPORTED", "ReportedTable", "reported"]
 
 PAPERS = {
     "kurle2021": "Kurle, Januschowski, Gasthaus, Wang (2021). On symmetries in variational Bayesian neural nets. NeurIPS BDL workshop.",

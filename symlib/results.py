@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["Claim", "ChapterResults", "results_dir", "load_all", "ledger_frame"]
+__all__ = ["ChapterResults", "Claim", "ledger_frame", "load_all", "results_dir"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ def test_style_context_is_local():
 
 def test_figure_and_panel_labels():
     matplotlib.use("Agg")
-    fig, axes = plotting.figure(2, 3)
+    _, axes = plotting.figure(2, 3)
     plotting.label_panels(axes)
     assert axes.shape == (2, 3)
     assert [t.get_text() for ax in axes.ravel() for t in ax.texts] == ["(a)", "(b)", "(c)", "(d)", "(e)", "(f)"]

@@ -3,7 +3,7 @@ import json
 import pandas as pd
 import pytest
 
-from symlib.results import Claim, ChapterResults, ledger_frame, load_all
+from symlib.results import ChapterResults, Claim, ledger_frame, load_all
 
 
 def _results():

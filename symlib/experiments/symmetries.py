@@ -23,12 +23,12 @@ from ..profiles import SymmetriesProfile
 
 __all__ = [
     "BOOK_ARCHITECTURES",
-    "invariance_table",
     "brute_force_mode_count",
-    "mode_count_table",
     "canonicalisation_demo",
-    "plot_canonicalisation",
     "claims",
+    "invariance_table",
+    "mode_count_table",
+    "plot_canonicalisation",
     "run",
 ]
 
