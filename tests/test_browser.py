@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.server
 import shutil
-import socketserver
 import threading
 from pathlib import Path
 
@@ -106,7 +105,9 @@ def browser():
 def serve(directory: Path):
     """A loopback HTTP server for ``directory`` (as GitHub Pages would serve the book)."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = socketserver.TCPServer(("127.0.0.1", 0), handler)
+    # Threaded: Chromium opens speculative connections that would block a one-request-at-a-time server.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
