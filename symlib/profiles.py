@@ -121,7 +121,7 @@ CHAPTER_PROFILES["01_ortho_skip"] = {
         gap_widths=(1, 2, 3, 1), judge=False,
     ),
     "quick": OrthoSkipProfile(
-        n_steps=10_000, n_train_samples=8, n_test_samples=256, learning_rate=3e-3,
+        n_steps=8_000, n_train_samples=8, n_test_samples=256, learning_rate=3e-3,
         gap_samples=4096, n_gap_scales=25,
     ),
     "paper": OrthoSkipProfile(
