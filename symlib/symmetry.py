@@ -16,6 +16,13 @@ scales; see :func:`allowed_symmetries`).
 :func:`canonicalise` removes the symmetries (Laurent et al., 2024, "symmetry removal"): flip
 signs, normalise incoming rows and sort units, one hidden layer after the other.
 
+Beyond MLPs (chapter 2a): axis entries with a block size, passive axes and grouped perms let a
+spec describe convolutions, grouped convolutions, batch norm and residual streams
+(:mod:`symlib.convnets` builds OptuNet's and ResNet-18's); :func:`sample_spec_element`,
+:func:`spec_log10_order` and :func:`canonicalise` work on any spec. The softmax additive
+symmetry is :func:`shift_output_bias` / :func:`centre_output_bias`; the min-mass scaling is in
+:mod:`symlib.minmass`.
+
 Randomness is explicit: :func:`sample_group_element` draws only from the ``torch.Generator``
 it is given.
 """
@@ -39,6 +46,7 @@ __all__ = [
     "apply_group_element",
     "canonicalise",
     "canonicalising_element",
+    "centre_output_bias",
     "compose",
     "discrete_group_order",
     "identity_element",
@@ -47,6 +55,9 @@ __all__ = [
     "mlp_permutation_spec",
     "permutation_group_order",
     "sample_group_element",
+    "sample_spec_element",
+    "shift_output_bias",
+    "spec_log10_order",
 ]
 
 
@@ -87,12 +98,27 @@ class PermutationSpec:
             first entry must be the incoming weight: canonicalisation reads it.
         param_ndims: param key -> number of dims of one unbatched tensor, so leading batch axes
             can be detected. Keys left out are taken as unbatched.
+        passive: perm name -> the subset of ``perm_to_axes[name]`` that is permuted but neither
+            sign-flipped nor rescaled (batch-norm running statistics are rescaled by hand; the
+            outputs of a grouped conv that a swap of its input groups moves).
+        groups: perm name -> number of contiguous blocks of equal size that the perm must map
+            onto themselves (the units feed, or are produced by, a grouped convolution with
+            that many groups). Missing: 1, any permutation.
+
+    An axis entry is ``(key, axis)`` or ``(key, axis, block)``: with a block size the perm of
+    ``n`` units acts on an axis of ``n * block`` entries by moving contiguous blocks (a grouped
+    conv's per-group output channels move with the input channel of their group). With such
+    entries two perms may touch the same axis; :func:`apply_group_element` then applies them
+    in the listed order (a semidirect product), which :func:`compose` and :func:`inverse`,
+    written for perms on disjoint axes, do not model.
     """
 
-    perm_to_axes: dict[str, tuple[tuple[str, int], ...]]
+    perm_to_axes: dict[str, tuple[tuple, ...]]
     perm_sizes: dict[str, int]
-    incoming: dict[str, tuple[tuple[str, int], ...]]
+    incoming: dict[str, tuple[tuple, ...]]
     param_ndims: dict[str, int] = field(default_factory=dict)
+    passive: dict[str, tuple[tuple, ...]] = field(default_factory=dict)
+    groups: dict[str, int] = field(default_factory=dict)
 
 
 def mlp_permutation_spec(spec: MLPSpec) -> PermutationSpec:
@@ -186,15 +212,20 @@ def apply_group_element(
         if perm is None and sign is None and scale is None:
             continue
         incoming = set(ps.incoming.get(name, ()))
-        for key, axis in axes:
+        passive = set(ps.passive.get(name, ()))
+        for entry in axes:
+            key, axis = entry[0], entry[1]
+            block = entry[2] if len(entry) > 2 else 1
             t = out[key]
             nb = _n_batch(t, key, ps)
             dim = nb + axis
             if perm is not None:
-                perm = perm.to(t.device)
-                t = (t.index_select(dim, perm) if perm.ndim == 1
-                     else torch.take_along_dim(t, _along(perm, t, nb, dim), dim))
-            factor = _factor(sign, scale, (key, axis) in incoming, t)
+                p = _expand_blocks(perm.to(t.device), block)
+                t = (t.index_select(dim, p) if p.ndim == 1
+                     else torch.take_along_dim(t, _along(p, t, nb, dim), dim))
+            factor = None if entry in passive else _factor(sign, scale, entry in incoming, t)
+            if factor is not None:
+                factor = factor.repeat_interleave(block, dim=-1) if block > 1 else factor
             out[key] = t if factor is None else t * _along(factor, t, nb, dim)
     return out
 
@@ -262,7 +293,8 @@ def discrete_group_order(spec: MLPSpec) -> int:
 
 
 def canonicalise(
-    params: Params, spec: MLPSpec, *, normalise: bool = True, target_norm: float = 1.0
+    params: Params, spec: MLPSpec | PermutationSpec, *, normalise: bool = True,
+    target_norm: float = 1.0,
 ) -> Params:
     """One representative per symmetry orbit (Laurent et al., 2024, "symmetry removal").
 
@@ -281,6 +313,10 @@ def canonicalise(
     and certain for a normalised layer of fan-in 1 (every key is +-1), where the bias settles
     them; otherwise they have measure zero, but a tie the bias cannot break leaves the result
     dependent on the input's order. Batched params are canonicalised sample by sample.
+
+    ``spec`` may also be a :class:`PermutationSpec` (convnets, :mod:`symlib.convnets`); the
+    network is then taken to be a ReLU network (no sign flips; rescaling when ``normalise``),
+    and perms with ``groups`` are sorted within each group.
     """
     return apply_group_element(
         params, spec, canonicalising_element(params, spec, normalise=normalise,
@@ -288,9 +324,13 @@ def canonicalise(
 
 
 def canonicalising_element(
-    params: Params, spec: MLPSpec, *, normalise: bool = True, target_norm: float = 1.0
+    params: Params, spec: MLPSpec | PermutationSpec, *, normalise: bool = True,
+    target_norm: float = 1.0,
 ) -> GroupElement:
     """The ``g`` with ``apply_group_element(params, spec, g) == canonicalise(params, spec)``."""
+    if isinstance(spec, PermutationSpec):
+        return _canonicalising_element(params, spec, flip=False, rescale=normalise,
+                                       target_norm=target_norm)
     allowed = allowed_symmetries(spec.activation)
     return _canonicalising_element(
         params,
@@ -299,6 +339,53 @@ def canonicalising_element(
         rescale=normalise and Symmetry.SCALING in allowed,
         target_norm=target_norm,
     )
+
+
+def spec_log10_order(ps: PermutationSpec) -> float:
+    """``log10`` of the number of permutation symmetries a :class:`PermutationSpec` allows.
+
+    A perm of ``n`` units with ``G`` groups contributes ``((n / G)!)^G`` (Laurent et al.,
+    App. D.4.2); a swap of whole groups is a separate perm in the spec (OptuNet's conv1).
+    """
+    total = 0.0
+    for name, n in ps.perm_sizes.items():
+        g = ps.groups.get(name, 1)
+        total += g * math.lgamma(n // g + 1)
+    return total / math.log(10)
+
+
+def sample_spec_element(
+    ps: PermutationSpec, generator: torch.Generator, *, scales: bool = True,
+    log_scale_sd: float = 1.0, dtype: torch.dtype = torch.float64,
+) -> GroupElement:
+    """A uniformly random permutation per perm (within groups) and, optionally, log-normal
+    scales ``exp(log_scale_sd * z)``, for any :class:`PermutationSpec` (ReLU networks)."""
+    perms, scl = {}, {}
+    for name, n in ps.perm_sizes.items():
+        g = ps.groups.get(name, 1)
+        size = n // g
+        perms[name] = torch.cat([torch.randperm(size, generator=generator) + k * size
+                                 for k in range(g)])
+        if scales:
+            scl[name] = torch.exp(log_scale_sd * torch.randn(n, generator=generator, dtype=dtype))
+    return GroupElement(perms, None, scl or None)
+
+
+def shift_output_bias(params: Params, key: str, c: float | torch.Tensor) -> Params:
+    """Softmax additive symmetry: add ``c`` to every output logit's bias ``params[key]``.
+
+    ``softmax(z + c 1) = softmax(z)``, so the predictive distribution is unchanged. ``c`` may
+    carry the params' batch axes (one shift per sample, broadcast over the last axis).
+    """
+    out = dict(params)
+    c = torch.as_tensor(c, dtype=params[key].dtype, device=params[key].device)
+    out[key] = params[key] + c.unsqueeze(-1) if c.ndim else params[key] + c
+    return out
+
+
+def centre_output_bias(params: Params, key: str) -> Params:
+    """Remove the softmax additive symmetry: shift the output biases to mean zero."""
+    return shift_output_bias(params, key, -params[key].mean(-1))
 
 
 # --- internals ---------------------------------------------------------------------------
@@ -321,6 +408,11 @@ def _canonicalising_element(
         # former is exactly +-1 for every unit, so the tie is exact and the bias (next incoming
         # entry) breaks it the same way on every copy of the network.
         keys = [s * e[..., 0] / norm for e in entries]
+        n_groups = ps.groups.get(name, 1)
+        if n_groups > 1:  # grouped conv: sort within each group, groups stay in place
+            n = rows.shape[-2]
+            group = torch.arange(n, device=rows.device) // (n // n_groups)
+            keys = [(-group).to(rows.dtype).expand_as(first)] + keys
         perm = _lexsort_descending(keys)
         perms[name] = perm
         if flip:
@@ -337,7 +429,8 @@ def _unit_rows(params: Params, key: str, axis: int, ps: PermutationSpec) -> torc
     """``params[key]`` as ``(*batch, units, rest)``, the unit axis first, the others flattened."""
     t = params[key]
     nb = _n_batch(t, key, ps)
-    return t.movedim(nb + axis, nb).reshape(*t.shape[:nb], t.shape[nb + axis], -1)
+    rest = math.prod(t.shape[nb:]) // t.shape[nb + axis]  # explicit: works for 0 samples too
+    return t.movedim(nb + axis, nb).reshape(*t.shape[:nb], t.shape[nb + axis], rest)
 
 
 def _lexsort_descending(keys: list[torch.Tensor]) -> torch.Tensor:
@@ -347,6 +440,14 @@ def _lexsort_descending(keys: list[torch.Tensor]) -> torch.Tensor:
         order = order.take_along_dim(
             torch.argsort(k.take_along_dim(order, -1), dim=-1, descending=True, stable=True), -1)
     return order
+
+
+def _expand_blocks(perm: torch.Tensor, block: int) -> torch.Tensor:
+    """Perm of ``n`` blocks -> perm of ``n * block`` entries moving whole blocks."""
+    if block == 1:
+        return perm
+    offs = torch.arange(block, device=perm.device)
+    return (perm.unsqueeze(-1) * block + offs).flatten(-2)
 
 
 def _pspec(spec: MLPSpec | PermutationSpec) -> PermutationSpec:

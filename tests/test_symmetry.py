@@ -249,3 +249,54 @@ def test_log10_group_order(widths):
     assert exact == permutation_group_order(MLPSpec(widths))
     assert log10_permutation_group_order(widths) == pytest.approx(math.log10(exact), rel=1e-12,
                                                                   abs=1e-12)
+
+
+# --- chapter 2a additions: softmax shift, block / grouped / passive axes -------------------
+
+import symlib.symmetry as symm
+
+
+def test_softmax_additive_symmetry_and_centring():
+    from symlib.models import MLPSpec, init_mlp, mlp_forward
+
+    spec = MLPSpec((3, 4, 5), "relu")
+    p = init_mlp(spec, torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    shifted = symm.shift_output_bias(p, "b2", 3.7)
+    probs = lambda q: torch.softmax(mlp_forward(q, x, spec), -1)
+    torch.testing.assert_close(probs(shifted), probs(p))
+    assert not torch.allclose(shifted["b2"], p["b2"])
+    c1, c2 = symm.centre_output_bias(p, "b2"), symm.centre_output_bias(shifted, "b2")
+    torch.testing.assert_close(c1["b2"], c2["b2"])
+    assert abs(c1["b2"].mean().item()) < 1e-12
+    batched = {k: torch.stack([v, v]) for k, v in p.items()}
+    out = symm.shift_output_bias(batched, "b2", torch.tensor([0.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(out["b2"][1] - out["b2"][0], torch.ones(5, dtype=torch.float64))
+
+
+def test_block_axis_moves_blocks_and_passive_axis_is_not_scaled():
+    ps = symm.PermutationSpec(
+        {"P": (("A", 0), ("B", 0, 3), ("C", 0, 3))}, {"P": 2}, {"P": (("A", 0),)},
+        {"A": 1, "B": 1, "C": 1}, passive={"P": (("C", 0, 3),)},
+    )
+    params = {"A": torch.tensor([1.0, 2.0]), "B": torch.arange(6.0), "C": torch.arange(6.0)}
+    g = symm.GroupElement({"P": torch.tensor([1, 0])}, None, {"P": torch.tensor([2.0, 4.0])})
+    out = symm.apply_group_element(params, ps, g)
+    torch.testing.assert_close(out["A"], torch.tensor([4.0, 4.0]))
+    torch.testing.assert_close(out["B"], torch.tensor([1.5, 2.0, 2.5, 0.0, 0.25, 0.5]))
+    torch.testing.assert_close(out["C"], torch.tensor([3.0, 4.0, 5.0, 0.0, 1.0, 2.0]))
+
+
+def test_grouped_perms_stay_in_their_group():
+    ps = symm.PermutationSpec({"P": (("A", 0),)}, {"P": 6}, {"P": (("A", 0),)}, {"A": 2},
+                             groups={"P": 2})
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        perm = symm.sample_spec_element(ps, gen).perms["P"]
+        assert set(perm[:3].tolist()) == {0, 1, 2} and set(perm[3:].tolist()) == {3, 4, 5}
+    a = torch.randn(6, 2, generator=gen)
+    g = symm.canonicalising_element({"A": a}, ps, normalise=False)
+    perm = g.perms["P"]
+    assert set(perm[:3].tolist()) == {0, 1, 2}
+    assert (a[perm[:3], 0].diff() <= 0).all() and (a[perm[3:], 0].diff() <= 0).all()
+    assert symm.spec_log10_order(ps) == pytest.approx(2 * math.log10(6))
