@@ -25,8 +25,8 @@ from torch import Tensor
 
 __all__ = [
     "ordered_from_unconstrained",
-    "unconstrained_from_ordered",
     "ordered_log_abs_det_jacobian",
+    "unconstrained_from_ordered",
 ]
 
 

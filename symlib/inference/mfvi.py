@@ -51,7 +51,7 @@ as a point estimate by maximising the ELBO (:func:`fit`). The predictive varianc
 the epistemic part (variance of ``f(x; w)`` under ``q``) and the aleatoric ``sigma_n^2``.
 
 Public functions: :func:`mean_field_from_params`, :func:`init_mean_field`, :func:`sample_outputs`,
-:func:`sample_weights`, :func:`kl_divergence`, :func:`kl_terms`, :func:`gaussian_kl`,
+:func:`sample_weights`, :func:`sample_functions`, :func:`kl_divergence`, :func:`kl_terms`, :func:`gaussian_kl`,
 :func:`ordered_normal_kl`, :func:`gaussian_log_likelihood`, :func:`elbo`, :func:`kl_weight`,
 :func:`predict`, :func:`predictive_log_likelihood`, :func:`fit`.
 """
@@ -69,6 +69,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from symlib.models import MLPSpec, Params, activation_fn, init_mlp
+from symlib.orthoskip import orthoskip_forward
 from symlib.symmetry import GroupElement, apply_group_element
 from symlib.transforms import ordered_from_unconstrained, unconstrained_from_ordered
 
@@ -90,6 +91,7 @@ __all__ = [
     "ordered_normal_kl",
     "predict",
     "predictive_log_likelihood",
+    "sample_functions",
     "sample_outputs",
     "sample_weights",
 ]
@@ -306,6 +308,19 @@ def sample_weights(
     return out
 
 
+def sample_functions(
+    q: MeanField, model: BayesMLP, x: Tensor, n_samples: int, generator: torch.Generator
+) -> Tensor:
+    """``f(x; w_s)`` for whole-network draws ``w_s ~ q`` (:func:`sample_weights`), ``(*B, S, n, out)``.
+
+    Unlike :func:`sample_outputs`, each sample is one network evaluated at every input, so
+    samples are coherent across inputs (memory: ``S`` copies of the weights).
+    """
+    weights = sample_weights(q, model, n_samples, generator)
+    skips = {k: (v.unsqueeze(-3) if v.ndim > 2 else v) for k, v in model.skips.items()}
+    return orthoskip_forward(weights, x, model.spec, skips)
+
+
 # --------------------------------------------------------------------------- KL and ELBO
 
 
@@ -423,13 +438,21 @@ def predict(
     n_samples: int,
     generator: torch.Generator,
     noise_sd: Tensor | float,
+    *,
+    whole_functions: bool = False,
 ) -> Predictive:
     """Predictive mean and variance split at inputs ``x`` (``(n, N_0)``).
 
     ``Var[y | x] = Var_q[f(x; w)] + sigma_n^2``: epistemic (sample variance over ``S`` draws,
     ``1/S`` normalisation) plus aleatoric.
+
+    Args:
+        whole_functions: draw whole networks (:func:`sample_functions`), so each sample is one
+            function of ``x`` (smooth curves for figures); default: the cheaper local trick
+            (:func:`sample_outputs`). The per-input marginals are the same.
     """
-    samples = sample_outputs(q, model, x, n_samples, generator)
+    sampler = sample_functions if whole_functions else sample_outputs
+    samples = sampler(q, model, x, n_samples, generator)
     mean = samples.mean(-3)
     epistemic = samples.var(-3, correction=0)
     noise_sd = torch.as_tensor(noise_sd, dtype=samples.dtype, device=samples.device)
