@@ -1,7 +1,13 @@
 """Approximate inference for Bayesian neural networks.
 
 - :mod:`symlib.inference.mfvi`: mean-field Gaussian VI with the local reparameterisation trick
-  (chapter 1, reused by chapters 3 and 5).
+  for regression MLPs, optional orthogonal skips and ordered biases (chapter 1; its state layout
+  is reused by chapters 3 and 5).
+- :mod:`symlib.inference.vi_classifier`: mean-field VI for classification MLPs (chapter 5).
+- :mod:`symlib.inference.sgm`: symmetrised mean-field VI, the SGM entropy estimator and exact
+  symmetrised entropies by enumeration (chapter 3).
+- :mod:`symlib.inference.hmc`: batched-chain HMC with step-size adaptation in burn-in (chapter 5).
+- :mod:`symlib.inference.ensemble`: vmapped MAP ensembles (chapter 5).
 """
 
 from symlib.inference import mfvi
