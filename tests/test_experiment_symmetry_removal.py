@@ -12,15 +12,9 @@ matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ch2a")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SYMLIB_CACHE", str(tmp / "cache"))
-    mp.setenv("SYMLIB_RESULTS", str(tmp / "results"))
-    try:
-        yield ex.run(get_profile("02a_symmetry_removal", "smoke"), seed=0)
-    finally:
-        mp.undo()
+def results():
+    # cache and results go to the session's temporary directories (tests/conftest.py)
+    return ex.run(get_profile("02a_symmetry_removal", "smoke"), seed=0)
 
 
 def test_smoke_run_structure(results):
