@@ -22,8 +22,14 @@ from torch import Tensor
 __all__ = [
     "accuracy",
     "agreement",
+    "aupr",
+    "brier_score",
+    "expected_calibration_error",
+    "fpr_at_95_tpr",
     "loss_barrier",
     "mean_cross_entropy",
+    "mutual_information",
+    "predictive_entropy",
     "predictive_probs",
     "total_variation",
 ]
@@ -76,3 +82,115 @@ def loss_barrier(path_losses) -> float:
     if losses.ndim != 1 or len(losses) < 2:
         raise ValueError("need a 1-D sequence of at least two losses (end points included)")
     return (losses.max() - 0.5 * (losses[0] + losses[-1])).item()
+
+
+# --------------------------------------------------------------------------- calibration, OOD, MI
+# Metrics of Laurent et al. (2024), Table 1: ECE, Brier, AUPR and FPR95 (OOD detection), and the
+# mean mutual information in and out of distribution (IDMI, OODMI).
+
+
+def expected_calibration_error(probs: Tensor, y: Tensor, n_bins: int = 15) -> float:
+    """Expected calibration error with equal-width confidence bins (Guo et al. 2017, Eq. 3).
+
+    ``ECE = sum_b (|B_b| / n) |acc(B_b) - conf(B_b)|``, where the confidence of a point is its
+    largest class probability, the prediction its argmax, and bin ``b`` holds the confidences in
+    ``((b - 1) / n_bins, b / n_bins]`` (empty bins contribute nothing). In ``[0, 1]``.
+
+    Args:
+        probs: ``(n, K)`` predictive probabilities.
+        y: ``(n,)`` integer labels.
+        n_bins: number of bins on ``[0, 1]``.
+    """
+    probs = probs.detach().to(torch.float64)
+    conf, pred = probs.max(-1)
+    correct = (pred == y.to(pred.device)).to(torch.float64)
+    inner = torch.linspace(0.0, 1.0, n_bins + 1, dtype=torch.float64, device=probs.device)[1:-1]
+    idx = torch.bucketize(conf, inner, right=False)  # lower edge exclusive, upper inclusive
+    count = torch.zeros(n_bins, dtype=torch.float64, device=probs.device)
+    count.index_add_(0, idx, torch.ones_like(conf))
+    gap = torch.zeros_like(count).index_add_(0, idx, correct - conf)  # sum of (acc - conf)
+    return (gap.abs().sum() / len(conf)).item()
+
+
+def brier_score(probs: Tensor, y: Tensor) -> float:
+    """Multi-class Brier score: mean over points of ``sum_k (p_k - 1[y = k])^2``, in ``[0, 2]``."""
+    probs = probs.detach().to(torch.float64)
+    onehot = torch.nn.functional.one_hot(y.long().to(probs.device), probs.shape[-1])
+    return (probs - onehot).square().sum(-1).mean().item()
+
+
+def _ood_curve(scores_in: Tensor, scores_out: Tensor) -> tuple[Tensor, Tensor]:
+    """True and false positive counts at each distinct threshold, OOD points positive.
+
+    Thresholds run from the highest score down; tied scores share one threshold (as in
+    ``sklearn.metrics.roc_curve`` / ``precision_recall_curve``).
+    """
+    s_in = scores_in.detach().reshape(-1).to(torch.float64)
+    s_out = scores_out.detach().reshape(-1).to(torch.float64).to(s_in.device)
+    if len(s_in) == 0 or len(s_out) == 0:
+        raise ValueError("need at least one in-distribution and one OOD score")
+    scores = torch.cat([s_out, s_in])
+    labels = torch.cat([torch.ones_like(s_out), torch.zeros_like(s_in)])
+    scores, order = torch.sort(scores, descending=True, stable=True)
+    labels = labels[order]
+    last = torch.ones_like(scores, dtype=torch.bool)  # last position of each group of ties
+    last[:-1] = scores[1:] != scores[:-1]
+    tps = labels.cumsum(0)[last]
+    fps = (1.0 - labels).cumsum(0)[last]
+    return tps, fps
+
+
+def aupr(scores_in: Tensor, scores_out: Tensor) -> float:
+    """Area under the precision-recall curve for OOD detection, OOD as the positive class.
+
+    Scores must be higher for points judged more likely OOD (e.g. predictive entropy, ``1 - max
+    p``, mutual information). The area is the average precision
+    ``sum_k (R_k - R_{k-1}) P_k`` over distinct thresholds (the step-wise estimate of
+    ``sklearn.metrics.average_precision_score``, no interpolation). In ``[0, 1]``.
+
+    Args:
+        scores_in: scores of in-distribution test points (negatives).
+        scores_out: scores of OOD points (positives).
+    """
+    tps, fps = _ood_curve(scores_in, scores_out)
+    precision = tps / (tps + fps)
+    recall = tps / tps[-1]
+    d_recall = torch.diff(recall, prepend=recall.new_zeros(1))
+    return (d_recall * precision).sum().item()
+
+
+def fpr_at_95_tpr(scores_in: Tensor, scores_out: Tensor) -> float:
+    """False positive rate at 95% true positive rate, OOD as the positive class (FPR95).
+
+    The share of in-distribution points flagged as OOD at the highest threshold that flags at
+    least 95% of the OOD points, i.e. ``min {FPR(t) : TPR(t) >= 0.95}`` over the thresholds of
+    the ROC curve. Scores are higher for points judged more OOD (as in :func:`aupr`). Lower is
+    better; in ``[0, 1]``.
+    """
+    tps, fps = _ood_curve(scores_in, scores_out)
+    tpr, fpr = tps / tps[-1], fps / fps[-1]
+    first = int(torch.nonzero(tpr >= 0.95)[0, 0])
+    return fpr[first].item()
+
+
+def predictive_entropy(probs: Tensor) -> Tensor:
+    """Entropy ``-sum_k p_k log p_k`` (nats) over the last axis, with ``0 log 0 = 0``."""
+    return torch.special.entr(probs.to(torch.float64)).sum(-1)
+
+
+def mutual_information(sample_probs: Tensor) -> Tensor:
+    """Per-point mutual information between label and weights (BALD; Houlsby et al. 2011).
+
+    ``MI(x) = H[(1/S) sum_s p_s(y | x)] - (1/S) sum_s H[p_s(y | x)]``: the entropy of the mean
+    predictive minus the mean entropy of the per-sample predictives, in nats. By Jensen it lies
+    in ``[0, log K]``; rounding below 0 is clipped to 0.
+
+    Args:
+        sample_probs: ``(S, N, K)`` class probabilities of ``S`` weight samples.
+
+    Returns:
+        ``(N,)`` float64 mutual information per point.
+    """
+    p = sample_probs.to(torch.float64)
+    mi = predictive_entropy(p.mean(0)) - predictive_entropy(p).mean(0)
+    return mi.clamp_min(0.0)
