@@ -8,6 +8,7 @@ that an earlier run wrote is touched.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import torch
 from .profiles import get_profile
 from .results import ChapterResults
 
-__all__ = ["ChapterRun", "check_seed", "resolve_device", "start"]
+__all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 
@@ -54,6 +55,24 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if name == "mps" and not torch.backends.mps.is_available():
         raise ValueError("device 'mps' was requested but is not available; use 'cpu' or 'auto'")
     return torch.device(name)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Temporarily set torch's intra-op threads to ``n`` (``None``: leave them), then restore.
+
+    Small-op training loops run faster on one thread on a 2-core machine; restoring keeps the
+    setting from leaking into the rest of a notebook or test session.
+    """
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def check_seed(seed) -> int:

@@ -50,3 +50,13 @@ def test_start_validates_everything_and_opens_a_ledger():
         runtime.start("00_symmetries", profile="papr", seed=0, device="cpu")
     with pytest.raises(TypeError):
         runtime.start("00_symmetries", profile="quick", seed="0", device="cpu")
+
+
+def test_torch_threads_restores_even_on_error():
+    before = torch.get_num_threads()
+    with runtime.torch_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), runtime.torch_threads(1):
+        assert torch.get_num_threads() == 1
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before

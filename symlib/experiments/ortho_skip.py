@@ -46,7 +46,6 @@ Choices the paper leaves open (all in the profile; the chapter states them):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import asdict
@@ -60,6 +59,7 @@ from symlib.inference import mfvi
 from symlib.models import Activation, MLPSpec, init_mlp
 from symlib.orthoskip import skip_matrices
 from symlib.profiles import CHAPTER_PROFILES, OrthoSkipProfile, get_profile
+from symlib.runtime import torch_threads
 
 __all__ = ["CHAPTER", "VARIANTS", "VERSION", "claims", "plot_elbo_gap", "plot_fits", "run"]
 
@@ -112,7 +112,7 @@ def run(config: OrthoSkipProfile | str, *, seed: int, device: torch.device | str
     device = torch.device(device)
     key = {"profile": profile, "seed": int(seed), "device": device.type}
     def compute():
-        with _intra_op_threads(cpu_threads if device.type == "cpu" else None):
+        with torch_threads(cpu_threads if device.type == "cpu" else None):
             return _compute(profile, int(seed), device)
 
     results = cached(CHAPTER, VERSION, key, compute, refresh=refresh)
@@ -426,18 +426,6 @@ def _generator(seed: int, stream: str, device: torch.device | str = "cpu") -> to
     return torch.Generator(device=torch.device(device)).manual_seed(int(state))
 
 
-@contextlib.contextmanager
-def _intra_op_threads(n: int | None):
-    """Temporarily set ``torch.set_num_threads(n)`` (no-op for ``None``)."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -40,7 +40,6 @@ Choices the paper leaves open (profile fields marked [open]; the chapter states 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
@@ -57,6 +56,7 @@ from symlib.inference import sgm
 from symlib.models import MLPSpec, init_mlp, mlp_forward
 from symlib.profiles import SGMProfile, get_profile
 from symlib.reference import reported
+from symlib.runtime import torch_threads
 from symlib.symmetry import mlp_permutation_spec
 
 __all__ = [
@@ -115,7 +115,7 @@ def run(config: SGMProfile | str, *, seed: int, device: torch.device | str = "cp
     """
     profile = get_profile(CHAPTER, config) if isinstance(config, str) else config
     device = torch.device(device)
-    with _threads(profile.threads):
+    with torch_threads(profile.threads):
         out = {}
         for part, fn in (("interp", interpolation_experiment), ("prox", proximity_experiment),
                          ("toy", toy_experiment)):
@@ -883,15 +883,3 @@ def _generator(seed: int, stream: str, *extra: int, device: torch.device | str =
     return torch.Generator(device=device).manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
-@contextlib.contextmanager
-def _threads(n: int | None):
-    """Temporarily set torch's intra-op threads (``None``: leave them)."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

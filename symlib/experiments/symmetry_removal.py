@@ -41,6 +41,7 @@ from ..convnets import (
 from ..data import gaussian_blobs, load_mnist
 from ..models import MLPSpec, mlp_forward
 from ..profiles import SymmetryRemovalProfile
+from ..runtime import torch_threads
 
 __all__ = [
     "CACHE_VERSION",
@@ -437,8 +438,11 @@ def claims(results: dict, config: SymmetryRemovalProfile) -> list[dict]:
 
 
 def _compute(config: SymmetryRemovalProfile, seed: int) -> dict:
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    with torch_threads(config.threads):
+        return _compute_all(config, seed)
+
+
+def _compute_all(config: SymmetryRemovalProfile, seed: int) -> dict:
     toy = toy_posterior(config, seed)
     nets = train_optunets(config, seed)
     mass = min_mass_table(nets["params"], seed)
