@@ -39,6 +39,9 @@ class SGDConfig:
         gamma: learning-rate factor at each milestone.
         crop_padding: if > 0, random crops of the original size from images zero-padded by this
             many pixels, drawn per network and example (Laurent et al.'s MNIST augmentation).
+        optimizer: ``"sgd"`` (the update above) or ``"adam"`` (PyTorch's Adam with coupled
+            L2 weight decay and betas ``(0.9, 0.999)``; ``momentum`` is then ignored). Adam
+            trains OptuNet far faster, which the short CPU profiles need.
     """
 
     lr: float
@@ -49,6 +52,11 @@ class SGDConfig:
     milestones: tuple[int, ...] = ()
     gamma: float = 0.5
     crop_padding: int = 0
+    optimizer: str = "sgd"
+
+    def __post_init__(self):
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', not {self.optimizer!r}")
 
 
 def shuffles(n_models: int, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -98,6 +106,7 @@ def train_batched(
     params = {k: v.detach().clone() for k, v in params.items()}
     n_models = next(iter(params.values())).shape[0]
     velocity = {k: torch.zeros_like(v) for k, v in params.items()}
+    second = {k: torch.zeros_like(v) for k, v in params.items()}  # Adam's second moment
     step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
     n, bs = x.shape[0], config.batch_size
     steps_per_epoch = n // bs
@@ -116,7 +125,12 @@ def train_batched(
                 for k, g in grads.items():
                     if config.weight_decay:
                         g = g + config.weight_decay * params[k]
-                    if config.momentum:
+                    if config.optimizer == "adam":
+                        velocity[k] = 0.9 * velocity[k] + 0.1 * g
+                        second[k] = 0.999 * second[k] + 0.001 * g * g
+                        g = (velocity[k] / (1 - 0.9 ** (step + 1))) / (
+                            (second[k] / (1 - 0.999 ** (step + 1))).sqrt() + 1e-8)
+                    elif config.momentum:
                         velocity[k] = config.momentum * velocity[k] + g
                         g = velocity[k]
                     params[k] = params[k] - lr * g

@@ -54,3 +54,37 @@ def test_random_crop_shapes_and_content():
     for i in range(2):
         vals = set(out[i].flatten().tolist()) - {0.0}
         assert vals <= set(x[i].flatten().tolist())
+
+
+def test_batched_adam_equals_torch_optim_adam():
+    """The vmapped Adam update is PyTorch's own ``torch.optim.Adam`` (coupled weight decay)."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(28, 2, generator=gen, dtype=torch.float64)
+    y = (x[:, 0] > 0).to(torch.float64)
+    nets = [init_mlp(SPEC, gen, dtype=torch.float64) for _ in range(2)]
+    params = {k: torch.stack([n[k] for n in nets]) for k in nets[0]}
+    cfg = bt.SGDConfig(lr=0.05, epochs=2, batch_size=7, weight_decay=1e-2, milestones=(1,),
+                       optimizer="adam")
+    out = bt.train_batched(_loss, params, x, y, cfg, torch.Generator().manual_seed(3))
+    replay = torch.Generator().manual_seed(3)
+    orders = [bt.shuffles(2, 28, replay) for _ in range(cfg.epochs)]
+    for m, net in enumerate(nets):
+        p = {k: v.clone().requires_grad_(True) for k, v in net.items()}
+        opt = torch.optim.Adam(p.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        for epoch in range(cfg.epochs):
+            if epoch in cfg.milestones:
+                for group in opt.param_groups:
+                    group["lr"] *= cfg.gamma
+            for s in range(4):
+                opt.zero_grad()
+                _loss(p, x[orders[epoch][m, s * 7:(s + 1) * 7]], y[orders[epoch][m, s * 7:(s + 1) * 7]]).backward()
+                opt.step()
+        for k, v in p.items():
+            torch.testing.assert_close(out[k][m], v.detach(), rtol=1e-9, atol=1e-11)
+
+
+def test_unknown_optimizer_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="optimizer"):
+        bt.SGDConfig(lr=0.1, epochs=1, batch_size=4, optimizer="rmsprop")
