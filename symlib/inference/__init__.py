@@ -8,6 +8,9 @@
   symmetrised entropies by enumeration (chapter 3).
 - :mod:`symlib.inference.hmc`: batched-chain HMC with step-size adaptation in burn-in (chapter 5).
 - :mod:`symlib.inference.ensemble`: vmapped MAP ensembles (chapter 5).
+- :mod:`symlib.inference.posteriors`: weight samples from SWAG, Laplace (full Hessian or GGN),
+  SGHMC, last-layer MC dropout and mean-field VI for any functional network, batched over
+  several trained modes (chapter 2b).
 """
 
 from symlib.inference import mfvi
