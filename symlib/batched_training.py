@@ -22,7 +22,8 @@ from torch.func import grad, vmap
 
 from .models import Params
 
-__all__ = ["SGDConfig", "random_crop", "shuffles", "train_batched"]
+__all__ = ["SGDConfig", "optimizer_state", "optimizer_step", "random_crop", "shuffles",
+           "train_batched"]
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,7 @@ def train_batched(
     """
     params = {k: v.detach().clone() for k, v in params.items()}
     n_models = next(iter(params.values())).shape[0]
-    velocity = {k: torch.zeros_like(v) for k, v in params.items()}
-    second = {k: torch.zeros_like(v) for k, v in params.items()}  # Adam's second moment
+    state = optimizer_state(params)
     step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
     n, bs = x.shape[0], config.batch_size
     steps_per_epoch = n // bs
@@ -120,21 +120,39 @@ def train_batched(
             xb, yb = x[idx], y[idx]
             if config.crop_padding:
                 xb = random_crop(xb, config.crop_padding, generator)
-            grads = step_grad(params, xb, yb)
-            with torch.no_grad():
-                for k, g in grads.items():
-                    if config.weight_decay:
-                        g = g + config.weight_decay * params[k]
-                    if config.optimizer == "adam":
-                        velocity[k] = 0.9 * velocity[k] + 0.1 * g
-                        second[k] = 0.999 * second[k] + 0.001 * g * g
-                        g = (velocity[k] / (1 - 0.9 ** (step + 1))) / (
-                            (second[k] / (1 - 0.999 ** (step + 1))).sqrt() + 1e-8)
-                    elif config.momentum:
-                        velocity[k] = config.momentum * velocity[k] + g
-                        g = velocity[k]
-                    params[k] = params[k] - lr * g
+            params = optimizer_step(params, step_grad(params, xb, yb), state, config, lr)
             step += 1
             if on_step is not None:
                 on_step(step, params)
     return params
+
+
+def optimizer_state(params: Params) -> dict:
+    """Zeroed optimiser state for :func:`optimizer_step` (first / second moments, step count)."""
+    return {"step": 0, "first": {k: torch.zeros_like(v) for k, v in params.items()},
+            "second": {k: torch.zeros_like(v) for k, v in params.items()}}
+
+
+def optimizer_step(params: Params, grads: Params, state: dict, config: SGDConfig,
+                   lr: float) -> Params:
+    """One update of every network by ``config``'s rule; ``state`` is updated in place.
+
+    Weight decay is added to the gradient (coupled L2, as PyTorch's SGD and Adam); then SGD
+    with heavy-ball momentum, or Adam with betas ``(0.9, 0.999)`` and eps ``1e-8``.
+    """
+    state["step"] += 1
+    t, first, second = state["step"], state["first"], state["second"]
+    out = {}
+    with torch.no_grad():
+        for k, g in grads.items():
+            if config.weight_decay:
+                g = g + config.weight_decay * params[k]
+            if config.optimizer == "adam":
+                first[k] = 0.9 * first[k] + 0.1 * g
+                second[k] = 0.999 * second[k] + 0.001 * g * g
+                g = (first[k] / (1 - 0.9 ** t)) / ((second[k] / (1 - 0.999 ** t)).sqrt() + 1e-8)
+            elif config.momentum:
+                first[k] = config.momentum * first[k] + g
+                g = first[k]
+            out[k] = params[k] - lr * g
+    return out

@@ -204,10 +204,12 @@ def test_dropout_samples_mask_columns_at_rate_p():
                                rtol=0)
 
 
-def test_train_dropout_runs_and_matches_sgd_without_dropout():
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_train_dropout_runs_and_matches_train_batched_without_dropout(optimizer):
     params, x, g = _optunet_with_active_units()
     y = torch.randint(0, 10, (6,), generator=g)
-    config = SGDConfig(lr=0.05, epochs=1, batch_size=3, momentum=0.9, weight_decay=1e-3)
+    config = SGDConfig(lr=0.05, epochs=1, batch_size=3, momentum=0.9, weight_decay=1e-3,
+                       optimizer=optimizer)
     out = P.train_dropout(optunet_forward, params, x, y, config, torch.Generator().manual_seed(1),
                           p=0.0)
     ref = train_batched(lambda p, xb, yb: F.cross_entropy(optunet_forward(p, xb), yb), params, x,

@@ -69,7 +69,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import grad, jacrev, vmap
 
-from symlib.batched_training import SGDConfig, random_crop, shuffles, train_batched
+from symlib.batched_training import (
+    SGDConfig,
+    optimizer_state,
+    optimizer_step,
+    random_crop,
+    shuffles,
+    train_batched,
+)
 from symlib.models import Params
 
 __all__ = [
@@ -405,10 +412,11 @@ def train_dropout(
     p: float = 0.2,
     weight_key: str = "W4",
 ) -> Params:
-    """Train batched ``params`` with last-layer dropout: :func:`train_batched`'s SGD, with a
-    fresh Bernoulli(1 - p) mask per network, example and step drawn from ``generator``."""
+    """Train batched ``params`` with last-layer dropout: :func:`train_batched`'s optimiser (SGD
+    or Adam, :func:`symlib.batched_training.optimizer_step`), with a fresh Bernoulli(1 - p)
+    mask per network, example and step drawn from ``generator``."""
     params = {k: v.detach().clone() for k, v in params.items()}
-    velocity = {k: torch.zeros_like(v) for k, v in params.items()}
+    state = optimizer_state(params)
     m = next(iter(params.values())).shape[0]
     h = params[weight_key].shape[-1]
 
@@ -428,12 +436,7 @@ def train_dropout(
             if config.crop_padding:
                 xb = random_crop(xb, config.crop_padding, generator)
             mask = (torch.rand(m, bs, h, generator=generator) >= p).to(xb.dtype)
-            grads = step_grad(params, xb, yb, mask)
-            with torch.no_grad():
-                for k, g in grads.items():
-                    g = g + config.weight_decay * params[k]
-                    velocity[k] = config.momentum * velocity[k] + g
-                    params[k] = params[k] - lr * velocity[k]
+            params = optimizer_step(params, step_grad(params, xb, yb, mask), state, config, lr)
     return params
 
 
