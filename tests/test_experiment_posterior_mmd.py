@@ -80,3 +80,16 @@ def test_smoke_profile_runs_end_to_end():
             assert by[mode, method, w, "max"] >= by[mode, method, w, "median"] - 1e-9
     claims = results["claims"]
     assert len(claims) == 5 and all(c["holds"] is None for c in claims)  # smoke does not judge
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_evaluation_on_the_gpu_matches_the_cpu():
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    data = ch2b.load_data(cfg)
+    nets = ch2b.train_networks(cfg, data, 0, progress=False)
+    samples = ch2b.posterior_samples(cfg, data, nets, 1, progress=False)
+    cpu = ch2b.evaluate(cfg, data, nets, samples, 2)
+    gpu = ch2b.evaluate(cfg, data, nets, samples, 2, device="cuda")
+    for a, b in zip(cpu["rows"], gpu["rows"]):
+        for col in ("MMD", "NS", "Acc", "IDMI"):
+            assert a[col] == pytest.approx(b[col], rel=1e-4, abs=1e-4)

@@ -142,11 +142,14 @@ def _accuracies(params: dict, data: dict) -> torch.Tensor:
     return (probs.argmax(-1) == data["y_test"]).double().mean(-1)
 
 
-def sample_probs(params: dict, x: torch.Tensor, chunk: int = 2000) -> torch.Tensor:
-    """Class probabilities ``(S, N, 10)`` of ``S`` OptuNet weight samples on inputs ``x``."""
+def sample_probs(params: dict, x: torch.Tensor, chunk: int = 2000,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """Class probabilities ``(S, N, 10)`` of ``S`` OptuNet weight samples on inputs ``x``,
+    computed on ``device`` and returned on the CPU."""
     fwd = torch.vmap(optunet_forward, in_dims=(0, None))
+    params = {k: v.to(device) for k, v in params.items()}
     with torch.no_grad():
-        return torch.cat([torch.softmax(fwd(params, x[i:i + chunk]), -1)
+        return torch.cat([torch.softmax(fwd(params, x[i:i + chunk].to(device)), -1).cpu()
                           for i in range(0, len(x), chunk)], dim=1)
 
 
@@ -335,19 +338,25 @@ def functional_collapse(probs: torch.Tensor, probs_ood: torch.Tensor, n_pairs: i
             "n_pairs": len(pairs)}
 
 
-def evaluate(config: PosteriorMMDProfile, data: dict, nets: dict,
-             samples: list[dict], seed: int) -> dict:
-    """Table 1 rows, App. B.4's kernel aggregations and the functional-collapse numbers."""
-    ref_raw = _layers({k: v.double() for k, v in nets["reference"].items()})
-    ref_ns = _layers(remove_symmetries(nets["reference"]))
+def evaluate(config: PosteriorMMDProfile, data: dict, nets: dict, samples: dict, seed: int,
+             device: torch.device | str = "cpu") -> dict:
+    """Table 1 rows, App. B.4's kernel aggregations and the functional-collapse numbers.
+
+    The kernel banks and the predictions run on ``device`` (batched on a GPU when given one).
+    """
+    def layers(params):
+        return {k: v.to(device) for k, v in _layers(params).items()}
+
+    ref_raw = layers({k: v.double() for k, v in nets["reference"].items()})
+    ref_ns = layers(remove_symmetries(nets["reference"]))
     counts = {k: v.shape[1] for k, v in ref_raw.items()}
     rows, kernels = [], []
     for entry in samples["rows"]:
         mode, method, params = entry["mode"], entry["method"], entry["params"]
         banks = {
-            "MMD": mmd.layer_banks(ref_raw, _layers({k: v.double() for k, v in params.items()}),
+            "MMD": mmd.layer_banks(ref_raw, layers({k: v.double() for k, v in params.items()}),
                                    n=config.mmd_kernels),
-            "NS": mmd.layer_banks(ref_ns, _layers(remove_symmetries(params)),
+            "NS": mmd.layer_banks(ref_ns, layers(remove_symmetries(params)),
                                   n=config.mmd_kernels),
         }
         row = {"mode": mode, "method": method, "samples": next(iter(params.values())).shape[0]}
@@ -357,11 +366,12 @@ def evaluate(config: PosteriorMMDProfile, data: dict, nets: dict,
                 kernels.append({"mode": mode, "method": method, "weights": col,
                                 "aggregation": how,
                                 "value": 100 * mmd.combine_layers(bank, counts, how).weighted})
-        row.update(method_metrics(sample_probs(params, data["x_test"]),
-                                  sample_probs(params, data["x_ood"]), data["y_test"]))
+        row.update(method_metrics(sample_probs(params, data["x_test"], device=device),
+                                  sample_probs(params, data["x_ood"], device=device),
+                                  data["y_test"]))
         rows.append(row)
-    ref_probs = sample_probs(nets["reference"], data["x_test"])
-    ref_probs_ood = sample_probs(nets["reference"], data["x_ood"])
+    ref_probs = sample_probs(nets["reference"], data["x_test"], device=device)
+    ref_probs_ood = sample_probs(nets["reference"], data["x_ood"], device=device)
     reference_row = method_metrics(ref_probs, ref_probs_ood, data["y_test"])
     collapse = functional_collapse(ref_probs, ref_probs_ood, config.collapse_pairs, seed)
     return {"rows": rows, "kernels": kernels, "reference": reference_row,
@@ -568,8 +578,13 @@ TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "l
                 "milestones", "weight_decay", "batch_size", "crop_padding", "mnist_source")
 
 
-def run(config: PosteriorMMDProfile, *, seed: int, progress: bool = True) -> dict:
-    """All of chapter 2b's numbers; training, sampling and evaluation cached separately."""
+def run(config: PosteriorMMDProfile, *, seed: int, device: torch.device | str = "cpu",
+        progress: bool = True) -> dict:
+    """All of chapter 2b's numbers; training, sampling and evaluation cached separately.
+
+    Training and sampling run on the CPU (their batched updates draw from CPU generators); the
+    evaluation, MMD kernel banks included, runs on ``device``.
+    """
     with torch_threads(config.threads):
         data = load_data(config)
         nets = cached(f"{CHAPTER}-train", CACHE_VERSION, _key(config, seed, TRAIN_FIELDS),
@@ -578,7 +593,7 @@ def run(config: PosteriorMMDProfile, *, seed: int, progress: bool = True) -> dic
                          lambda: posterior_samples(config, data, nets, seed + 1,
                                                    progress=progress))
         results = cached(f"{CHAPTER}-eval", CACHE_VERSION, _key(config, seed),
-                         lambda: evaluate(config, data, nets, samples, seed + 2))
+                         lambda: evaluate(config, data, nets, samples, seed + 2, device))
     results["claims"] = claims(results, config)
     return results
 
