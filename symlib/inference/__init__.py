@@ -11,6 +11,9 @@
 - :mod:`symlib.inference.posteriors`: weight samples from SWAG, Laplace (full Hessian or GGN),
   SGHMC, last-layer MC dropout and mean-field VI for any functional network, batched over
   several trained modes (chapter 2b).
+- :mod:`symlib.inference.stan`: Stan's NUTS through PyStan for the Stan programs in
+  ``symlib/stan_models`` (build once per machine, sample, ``log_prob`` / ``grad_log_prob``)
+  (chapter 4).
 """
 
 from symlib.inference import mfvi
