@@ -22,8 +22,8 @@ from torch.func import grad, vmap
 
 from .models import Params
 
-__all__ = ["SGDConfig", "optimizer_state", "optimizer_step", "random_crop", "shuffles",
-           "train_batched"]
+__all__ = ["SGDConfig", "minibatches", "optimizer_state", "optimizer_step", "random_crop",
+           "shuffles", "train_batched"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,28 @@ def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> to
     return out.reshape(*lead, c, h, w)
 
 
+def minibatches(n_models: int, x: torch.Tensor, y: torch.Tensor, batch_size: int,
+                generator: torch.Generator, *, crop_padding: int = 0, epochs: int | None = None):
+    """Yield ``(epoch, xb, yb)``: each network's own minibatches, ``(n_models, batch_size, ...)``.
+
+    Every epoch draws one :func:`shuffles` per network and drops the last, smaller batch; with
+    ``crop_padding`` each batch is randomly cropped (:func:`random_crop`) after indexing.
+    ``epochs=None`` runs forever (the caller stops). The order of draws from ``generator`` is
+    part of the contract: the tests replay it.
+    """
+    n = x.shape[0]
+    epoch = 0
+    while epochs is None or epoch < epochs:
+        order = shuffles(n_models, n, generator)
+        for s in range(n // batch_size):
+            idx = order[:, s * batch_size:(s + 1) * batch_size]
+            xb = x[idx]
+            if crop_padding:
+                xb = random_crop(xb, crop_padding, generator)
+            yield epoch, xb, y[idx]
+        epoch += 1
+
+
 def train_batched(
     loss_fn: Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor],
     params: Params,
@@ -108,22 +130,17 @@ def train_batched(
     n_models = next(iter(params.values())).shape[0]
     state = optimizer_state(params)
     step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
-    n, bs = x.shape[0], config.batch_size
-    steps_per_epoch = n // bs
-    lr, step = config.lr, 0
-    for epoch in range(config.epochs):
-        if epoch in config.milestones:
-            lr *= config.gamma
-        order = shuffles(n_models, n, generator)
-        for s in range(steps_per_epoch):
-            idx = order[:, s * bs:(s + 1) * bs]
-            xb, yb = x[idx], y[idx]
-            if config.crop_padding:
-                xb = random_crop(xb, config.crop_padding, generator)
-            params = optimizer_step(params, step_grad(params, xb, yb), state, config, lr)
-            step += 1
-            if on_step is not None:
-                on_step(step, params)
+    lr, last_epoch = config.lr, -1
+    batches = minibatches(n_models, x, y, config.batch_size, generator,
+                          crop_padding=config.crop_padding, epochs=config.epochs)
+    for step, (epoch, xb, yb) in enumerate(batches, start=1):
+        if epoch != last_epoch:
+            last_epoch = epoch
+            if epoch in config.milestones:
+                lr *= config.gamma
+        params = optimizer_step(params, step_grad(params, xb, yb), state, config, lr)
+        if on_step is not None:
+            on_step(step, params)
     return params
 
 

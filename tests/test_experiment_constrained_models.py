@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from symlib import identifiable as idf
+from symlib.cache import cache_dir
 from symlib.experiments import constrained_models as ch4
 from symlib.profiles import get_profile
 from symlib.reference import reported
@@ -17,26 +18,16 @@ CLAIM_IDS = {"hyperbola-removed", "permutation-copies-removed", "shallower-trees
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ch4")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SYMLIB_CACHE", str(root / "cache"))
-    mp.setenv("SYMLIB_RESULTS", str(root / "results"))
-    yield root
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def results(sandbox):
+def results():  # conftest.py points SYMLIB_CACHE at a session-wide temporary directory
     return ch4.run("smoke", seed=0)
 
 
-def test_smoke_run_is_cached_and_restores_threads(sandbox, results):
+def test_smoke_run_is_cached_and_restores_threads(results):
     before = torch.get_num_threads()
     again = ch4.run(get_profile(ch4.CHAPTER, "smoke"), seed=0)
     assert torch.get_num_threads() == before
     assert again["boston"]["splits"][0]["constrained"]["mse"] == results["boston"]["splits"][0]["constrained"]["mse"]
-    parts = {p.name for p in (sandbox / "cache").iterdir()}
+    parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(ch4.CHAPTER)}
     assert parts == {f"{ch4.CHAPTER}-{k}" for k in ("prior", "synth", "boston")}
 
 

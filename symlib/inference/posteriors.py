@@ -71,10 +71,9 @@ from torch.func import grad, jacrev, vmap
 
 from symlib.batched_training import (
     SGDConfig,
+    minibatches,
     optimizer_state,
     optimizer_step,
-    random_crop,
-    shuffles,
     train_batched,
 )
 from symlib.models import Params
@@ -358,19 +357,12 @@ def sghmc(
     v = {k: torch.zeros_like(t) for k, t in w.items()}
     m = next(iter(w.values())).shape[0]
     step_grad = vmap(grad(potential), in_dims=(0, 0, 0))
-    n, bs = x.shape[0], config.batch_size
-    steps_per_epoch = n // bs
     noise_sd = math.sqrt(2 * config.alpha * config.lr)
     n_steps = config.burn_in + config.thin * config.n_samples
     samples: list[Params] = []
-    for step in range(n_steps):
-        if step % steps_per_epoch == 0:
-            order = shuffles(m, n, generator)
-        s = step % steps_per_epoch
-        idx = order[:, s * bs:(s + 1) * bs]
-        xb, yb = x[idx], y[idx]
-        if config.crop_padding:
-            xb = random_crop(xb, config.crop_padding, generator)
+    batches = minibatches(m, x, y, config.batch_size, generator,
+                          crop_padding=config.crop_padding)
+    for step, (_, xb, yb) in zip(range(n_steps), batches):
         g = step_grad(w, xb, yb)
         with torch.no_grad():
             for k, wk in w.items():
@@ -424,19 +416,15 @@ def train_dropout(
         return F.cross_entropy(dropout_forward(forward, prm, xb, mask, p, weight_key), yb)
 
     step_grad = vmap(grad(loss))
-    n, bs = x.shape[0], config.batch_size
-    lr = config.lr
-    for epoch in range(config.epochs):
-        if epoch in config.milestones:
-            lr *= config.gamma
-        order = shuffles(m, n, generator)
-        for s in range(n // bs):
-            idx = order[:, s * bs:(s + 1) * bs]
-            xb, yb = x[idx], y[idx]
-            if config.crop_padding:
-                xb = random_crop(xb, config.crop_padding, generator)
-            mask = (torch.rand(m, bs, h, generator=generator) >= p).to(xb.dtype)
-            params = optimizer_step(params, step_grad(params, xb, yb, mask), state, config, lr)
+    lr, last_epoch = config.lr, -1
+    for epoch, xb, yb in minibatches(m, x, y, config.batch_size, generator,
+                                     crop_padding=config.crop_padding, epochs=config.epochs):
+        if epoch != last_epoch:
+            last_epoch = epoch
+            if epoch in config.milestones:
+                lr *= config.gamma
+        mask = (torch.rand(m, config.batch_size, h, generator=generator) >= p).to(xb.dtype)
+        params = optimizer_step(params, step_grad(params, xb, yb, mask), state, config, lr)
     return params
 
 
@@ -515,18 +503,13 @@ def fit_mean_field(
 
     batched = vmap(neg_elbo)
     m = next(iter(mean.values())).shape[0]
-    for _ in range(config.epochs):
-        order = shuffles(m, n, generator)
-        for s in range(n // bs):
-            idx = order[:, s * bs:(s + 1) * bs]
-            xb, yb = x[idx], y[idx]
-            if config.crop_padding:
-                xb = random_crop(xb, config.crop_padding, generator)
-            eps = {k: torch.randn(m, config.n_mc, *v.shape[1:], generator=generator,
-                                  dtype=v.dtype) for k, v in mean.items()}
-            opt.zero_grad()
-            batched(mean, log_sd, eps, xb, yb).sum().backward()
-            opt.step()
+    for _, xb, yb in minibatches(m, x, y, bs, generator, crop_padding=config.crop_padding,
+                                 epochs=config.epochs):
+        eps = {k: torch.randn(m, config.n_mc, *v.shape[1:], generator=generator,
+                              dtype=v.dtype) for k, v in mean.items()}
+        opt.zero_grad()
+        batched(mean, log_sd, eps, xb, yb).sum().backward()
+        opt.step()
     return MeanField({k: v.detach() for k, v in mean.items()},
                      {k: v.detach() for k, v in log_sd.items()})
 
