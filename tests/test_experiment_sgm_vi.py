@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from symlib.cache import cache_dir
 from symlib.experiments import sgm_vi as ch3
 from symlib.profiles import get_profile
 from symlib.reference import reported
@@ -17,26 +18,16 @@ CLAIM_IDS = {"mean-seeking-threshold", "equivalent-modes-closer", "toy-symmetris
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ch3")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SYMLIB_CACHE", str(root / "cache"))
-    mp.setenv("SYMLIB_RESULTS", str(root / "results"))
-    yield root
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def results(sandbox):
+def results():  # conftest.py points SYMLIB_CACHE at a session-wide temporary directory
     return ch3.run("smoke", seed=0)
 
 
-def test_smoke_run_writes_cache_and_restores_threads(sandbox, results):
+def test_smoke_run_writes_cache_and_restores_threads(results):
     before = torch.get_num_threads()
     again = ch3.run(get_profile(ch3.CHAPTER, "smoke"), seed=0)                  # loads the cache
     assert torch.get_num_threads() == before
     assert np.array_equal(again["mnist"]["cells"][0]["accuracy"], results["mnist"]["cells"][0]["accuracy"])
-    parts = {p.name for p in (sandbox / "cache").iterdir()}
+    parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(ch3.CHAPTER)}
     assert parts == {f"{ch3.CHAPTER}-{k}" for k in ("interp", "prox", "toy", "mnist")}
 
 
