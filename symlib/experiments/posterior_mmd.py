@@ -142,15 +142,12 @@ def _accuracies(params: dict, data: dict) -> torch.Tensor:
     return (probs.argmax(-1) == data["y_test"]).double().mean(-1)
 
 
-def sample_probs(params: dict, x: torch.Tensor, chunk: int = 2000,
-                 device: torch.device | str = "cpu") -> torch.Tensor:
+def sample_probs(params: dict, x: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
     """Class probabilities ``(S, N, 10)`` of ``S`` OptuNet weight samples on inputs ``x``,
-    computed on ``device`` and returned on the CPU."""
-    fwd = torch.vmap(optunet_forward, in_dims=(0, None))
-    params = {k: v.to(device) for k, v in params.items()}
-    with torch.no_grad():
-        return torch.cat([torch.softmax(fwd(params, x[i:i + chunk].to(device)), -1).cpu()
-                          for i in range(0, len(x), chunk)], dim=1)
+    computed on ``device`` (:func:`symlib.inference.posteriors.predictive_probs`) and returned
+    on the CPU."""
+    one_mode = {k: v[None].to(device) for k, v in params.items()}
+    return post.predictive_probs(optunet_forward, one_mode, x.to(device))[0].cpu()
 
 
 # --------------------------------------------------------------------------- sampling
