@@ -2,6 +2,7 @@
 # install pinned dependencies (torch==2.13.0 plus constraints.txt, so nothing pulls a CUDA torch).
 #
 #   make test                          run the test suite
+#   make lint                          ruff check (CI runs it)
 #   make book                          execute every chapter (PROFILE=quick) and build _build/html
 #   make book PROFILE=paper DEVICE=cuda
 #   make chapter CHAPTER=00_symmetries rerun one chapter, then rebuild the book
@@ -14,16 +15,29 @@ PROFILE ?= quick
 SEED    ?= 0
 DEVICE  ?= auto
 CHAPTER ?=
+# PyPI's Linux torch wheel is the CUDA build (GBs): on a Linux machine without an NVIDIA GPU take
+# the CPU wheel from PyTorch's CPU index instead. TORCH= overrides the choice.
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+HAS_NVIDIA := $(shell test -e /proc/driver/nvidia/version -o -x "$$(command -v nvidia-smi)" && echo yes)
+ifeq ($(shell uname -s)-$(HAS_NVIDIA),Linux-)
+TORCH   ?= torch==2.13.0 --index-url $(TORCH_CPU_INDEX)
+else
 TORCH   ?= torch==2.13.0
+endif
+# The pinned numpy/pandas/scipy/ipython have no builds for Python < 3.11 and soupsieve needs 3.11.5.
+MIN_PYTHON := 3.11.5
 
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test book execute build chapter browser-test clean chapters
+.PHONY: install lint test book execute build chapter browser-test clean chapters
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
+	@v=$$($(if $(wildcard $(PY)),$(PY),$(PYTHON)) -c 'import platform; print(platform.python_version())') || exit 1; \
+	  printf '%s\n%s\n' "$(MIN_PYTHON)" "$$v" | sort -V -C || { \
+	  echo "error: symlib needs Python >= $(MIN_PYTHON), found $$v. Run with PYTHON=python3.12 (or any >= $(MIN_PYTHON)), or remove $(VENV) if it holds an old Python." >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[book,dev]'
@@ -31,6 +45,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
 
 execute: $(STAMP)
 	$(PY) -m symlib.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)

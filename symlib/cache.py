@@ -35,7 +35,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -103,7 +103,7 @@ def cached(
         "key": key,
         "sha256": hashlib.sha256(data).hexdigest(),
         "size": len(data),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "config": _canonical(config, "config"),
     }

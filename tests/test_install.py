@@ -1,0 +1,104 @@
+"""The install path a new user takes: Python floor, CPU torch, conda compiler, CI and Pages workflow."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+
+
+def _fake_python(tmp_path: Path, version: str) -> Path:
+    """An executable that answers every question with one version string, like an old python3."""
+    fake = tmp_path / "python-old"
+    fake.write_text(f"#!/bin/sh\necho {version}\n")
+    fake.chmod(0o755)
+    return fake
+
+
+def _make(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TORCH"}  # the Makefile's own default
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def _min_python() -> str:
+    return re.search(r"^MIN_PYTHON := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE).group(
+        1
+    )
+
+
+@needs_make
+@pytest.mark.parametrize("old", ["3.10.12", "3.11.2"])
+def test_make_install_refuses_an_old_python_at_once(tmp_path, old):
+    venv = tmp_path / "venv"
+    done = _make("install", f"PYTHON={_fake_python(tmp_path, old)}", f"VENV={venv}")
+    assert done.returncode != 0
+    assert f"needs Python >= {_min_python()}, found {old}" in done.stderr
+    assert not venv.exists(), "nothing may be installed for a Python that cannot work"
+
+
+def test_python_floor_is_stated_once_consistently():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'requires-python = ">={_min_python()}"' in pyproject
+    assert f"Python ≥ {_min_python()}" in (ROOT / "README.md").read_text()
+
+
+@needs_make
+@pytest.mark.skipif(
+    platform.system() != "Linux"
+    or Path("/proc/driver/nvidia/version").exists()
+    or shutil.which("nvidia-smi") is not None,
+    reason="the CPU index is the default only on Linux machines without an NVIDIA GPU",
+)
+def test_torch_comes_from_the_cpu_index_on_linux_without_gpu(tmp_path):
+    dry = _make("-n", "install", f"VENV={tmp_path / 'venv'}")
+    line = next(x for x in dry.stdout.splitlines() if "pip install" in x and "torch==" in x)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in line
+    # TORCH= still overrides the choice.
+    dry = _make("-n", "install", f"VENV={tmp_path / 'venv'}", "TORCH=torch==2.13.0")
+    line = next(x for x in dry.stdout.splitlines() if "pip install" in x and "torch==" in x)
+    assert "index-url" not in line
+
+
+def test_conda_environment_has_a_cxx_compiler_for_pystan():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "cxx-compiler" in [d for d in env["dependencies"] if isinstance(d, str)]
+
+
+def test_ci_runs_the_linter():
+    assert re.search(r"^timed lint make lint$", (ROOT / ".ci/run").read_text(), re.MULTILINE)
+
+
+def test_pages_workflow_never_restores_stale_results():
+    wf = yaml.safe_load((ROOT / ".github/workflows/book.yml").read_text())
+    build, deploy = wf["jobs"]["build"], wf["jobs"]["deploy"]
+    caches = [s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+    symlib_cache = next(s for s in caches if s["with"]["path"] == ".cache/symlib")
+    assert "restore-keys" not in symlib_cache["with"], (
+        "a fallback key brings back older code's numbers"
+    )
+    assert "symlib/**" in symlib_cache["with"]["key"], "the key must change with the code"
+    assert any(s["with"]["path"] == "~/.cache/httpstan" for s in caches)
+    # Least privilege: only the deploy job may write Pages; pull requests upload nothing.
+    assert wf["permissions"] == {"contents": "read"}
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    upload = next(s for s in build["steps"] if "upload-pages-artifact" in str(s.get("uses", "")))
+    assert upload["if"] == "github.event_name != 'pull_request'"
+    assert deploy["concurrency"] == {"group": "pages", "cancel-in-progress": False}
