@@ -50,20 +50,20 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 execute: $(STAMP)
-	$(PY) -m symlib.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)
+	$(PY) -m symlib.book.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)
 
 build: $(STAMP)
-	$(PY) -m symlib.pipeline build
+	$(PY) -m symlib.book.pipeline build
 
 book: execute build
 
 chapter: $(STAMP)
-	@test -n "$(CHAPTER)" || { echo "usage: make chapter CHAPTER=NN_name (one of: $$($(PY) -m symlib.pipeline chapters | tr '\n' ' '))"; exit 2; }
-	$(PY) -m symlib.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE) $(CHAPTER)
-	$(PY) -m symlib.pipeline build
+	@test -n "$(CHAPTER)" || { echo "usage: make chapter CHAPTER=NN_name (one of: $$($(PY) -m symlib.book.pipeline chapters | tr '\n' ' '))"; exit 2; }
+	$(PY) -m symlib.book.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE) $(CHAPTER)
+	$(PY) -m symlib.book.pipeline build
 
 chapters: $(STAMP)
-	@$(PY) -m symlib.pipeline chapters
+	@$(PY) -m symlib.book.pipeline chapters
 
 browser-test: $(STAMP)
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py

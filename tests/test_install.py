@@ -102,3 +102,85 @@ def test_pages_workflow_never_restores_stale_results():
     upload = next(s for s in build["steps"] if "upload-pages-artifact" in str(s.get("uses", "")))
     assert upload["if"] == "github.event_name != 'pull_request'"
     assert deploy["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+
+
+def test_a_normal_install_of_the_methods_works_outside_the_checkout(tmp_path):
+    """`pip install .` (not editable) into a fresh venv; used from a folder that is no checkout."""
+    import sys
+    import sysconfig
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "symlib", src / "symlib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    # torch & co. from this environment, through a plain path entry: the .pth files there (this
+    # checkout's editable install among them) are not processed, so `symlib` can only come
+    # from the normal install below.
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    probe = """
+import sys
+from pathlib import Path
+import torch
+import symlib
+from symlib.symmetry import canonicalise, mlp_permutation_spec, weight_matching
+from symlib.nn import MLPSpec, init_mlp
+from symlib.inference import hmc, mfvi
+from symlib.metrics import accuracy, layerwise_mmd
+from symlib.inference.stan import program
+from symlib.book import cache, results
+assert Path(symlib.__file__).is_relative_to(Path(sys.argv[1])), symlib.__file__
+heavy = {"stan", "cvxpy", "matplotlib", "pandas", "papermill", "jupyter_book", "sklearn"}
+assert not heavy & set(sys.modules), heavy & set(sys.modules)
+assert "parameters" in program("ordered")          # package data was installed
+assert results.results_dir() == Path.cwd() / "results"
+assert cache.cache_dir() == Path.cwd() / ".cache" / "symlib"
+spec = MLPSpec((2, 3, 1))
+params = init_mlp(spec, torch.Generator().manual_seed(0))
+canonicalise(params, spec)
+print("ok")
+"""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SYMLIB_CACHE", "SYMLIB_RESULTS", "PYTHONPATH")
+    }
+    done = subprocess.run(
+        [python, "-c", probe, str(site)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

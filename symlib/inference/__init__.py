@@ -11,11 +11,16 @@
 - :mod:`symlib.inference.posteriors`: weight samples from SWAG, Laplace (full Hessian or GGN),
   SGHMC, last-layer MC dropout and mean-field VI for any functional network, batched over
   several trained modes (chapter 2b).
-- :mod:`symlib.inference.stan`: Stan's NUTS through PyStan for the Stan programs in
-  ``symlib/stan_models`` (build once per machine, sample, ``log_prob`` / ``grad_log_prob``)
+- :mod:`symlib.inference.advi`: ADVI, mean-field and full-rank, on an unconstrained space
   (chapter 4).
+- :mod:`symlib.inference.compact`: compact (diagonal Gaussian) summaries of weight samples before
+  and after rebasin, and pruning (chapter 5).
+- :mod:`symlib.inference.stan`: Stan's NUTS through PyStan for the Stan programs in
+  ``symlib/inference/stan_models`` (build once per machine, sample, ``log_prob`` /
+  ``grad_log_prob``) (chapter 4). It needs the ``stan`` extra and is not imported here: use
+  ``from symlib.inference import stan``.
 """
 
-from symlib.inference import mfvi
+from symlib.inference import advi, compact, ensemble, hmc, mfvi, posteriors, sgm, vi_classifier
 
-__all__ = ["mfvi"]
+__all__ = ["advi", "compact", "ensemble", "hmc", "mfvi", "posteriors", "sgm", "stan", "vi_classifier"]

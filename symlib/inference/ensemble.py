@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from symlib.models import MLPSpec, Params, init_mlp, mlp_forward
+from symlib.nn.mlp import MLPSpec, Params, init_mlp, mlp_forward
 
 __all__ = ["Optimiser", "TrainResult", "ensemble_forward", "init_ensemble", "train_map"]
 
@@ -48,7 +48,7 @@ class TrainResult(NamedTuple):
 
 
 def init_ensemble(spec: MLPSpec, n_members: int, generator: torch.Generator, dtype=torch.float32) -> Params:
-    """``n_members`` independent :func:`symlib.models.init_mlp` draws, stacked on a leading axis."""
+    """``n_members`` independent :func:`symlib.nn.mlp.init_mlp` draws, stacked on a leading axis."""
     members = [init_mlp(spec, generator, dtype) for _ in range(n_members)]
     return {k: torch.stack([m[k] for m in members]) for k in members[0]}
 

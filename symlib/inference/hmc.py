@@ -48,7 +48,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from symlib.models import MLPSpec, mlp_forward
+from symlib.nn.mlp import MLPSpec, mlp_forward
 
 __all__ = [
     "DualAveragingState",
@@ -408,7 +408,7 @@ def mlp_classification_potential(
 ) -> Potential:
     """``U(w) = sum_i CE(f(x_i; w), y_i) + ||w||^2 / (2 prior_sd^2)`` for chains of MLP weights.
 
-    The forward pass is :func:`symlib.models.mlp_forward` vmapped over the chain axis; the data
+    The forward pass is :func:`symlib.nn.mlp.mlp_forward` vmapped over the chain axis; the data
     term is summed in float64 so that the energy difference in the Metropolis step is not lost
     to rounding of a large sum.
     """

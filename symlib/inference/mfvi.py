@@ -6,7 +6,7 @@ The approximate posterior is a diagonal Gaussian over every weight and bias (Blu
     q(w) = prod_i N(w_i; mu_i, sigma_i^2),    sigma_i = exp(rho_i),
 
 held in a :class:`MeanField` state (two parameter dicts with the keys of
-:meth:`symlib.models.MLPSpec.shapes`). The prior is the isotropic ``N(0, 1)`` of Kurle et al.
+:meth:`symlib.nn.mlp.MLPSpec.shapes`). The prior is the isotropic ``N(0, 1)`` of Kurle et al.
 (2021, Sec. 4). Inference maximises the evidence lower bound with an annealed KL weight
 ``beta_t`` (linear from 0 to 1 over the first ``anneal_fraction`` of the steps, Kurle et al.):
 
@@ -22,7 +22,7 @@ so ``z`` is sampled directly, with fresh noise per data point. Drawn layer after
 reproduces the exact marginal distribution of the network output at each input, with much lower
 gradient variance than sampling the weights.
 
-**Orthogonal skips** (:mod:`symlib.orthoskip`): a fixed ``O_l`` adds ``O_l h_{l-1}`` to the mean;
+**Orthogonal skips** (:mod:`symlib.nn.orthoskip`): a fixed ``O_l`` adds ``O_l h_{l-1}`` to the mean;
 it is not random, so the variance is unchanged.
 
 **Ordered biases** (Kurle et al., Sec. 3; :mod:`symlib.transforms`): when
@@ -68,8 +68,8 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from symlib.models import MLPSpec, Params, activation_fn, init_mlp
-from symlib.orthoskip import orthoskip_forward
+from symlib.nn.mlp import MLPSpec, Params, activation_fn, init_mlp
+from symlib.nn.orthoskip import orthoskip_forward
 from symlib.symmetry import GroupElement, apply_group_element
 from symlib.transforms import ordered_from_unconstrained, unconstrained_from_ordered
 
@@ -116,7 +116,7 @@ class BayesMLP:
 
     Attributes:
         spec: the pre-activation MLP.
-        skips: fixed matrices ``{"O{l}": (..., N_l, N_{l-1})}`` (:func:`symlib.orthoskip.skip_matrices`);
+        skips: fixed matrices ``{"O{l}": (..., N_l, N_{l-1})}`` (:func:`symlib.nn.orthoskip.skip_matrices`);
             layers without a key have no skip. Never trained.
         ordered_biases: order the biases of every hidden layer (``False``/``True``, or a bool
             tensor of the state's batch shape to choose per model).
@@ -204,7 +204,7 @@ def mean_field_from_params(
 def init_mean_field(
     model: BayesMLP, generator: torch.Generator, *, init_sd: float = 1e-2, dtype=torch.float32
 ) -> MeanField:
-    """Means from :func:`symlib.models.init_mlp` (``W ~ N(0, 1/fan_in)``), sds ``init_sd``."""
+    """Means from :func:`symlib.nn.mlp.init_mlp` (``W ~ N(0, 1/fan_in)``), sds ``init_sd``."""
     return mean_field_from_params(model, init_mlp(model.spec, generator, dtype), init_sd=init_sd)
 
 
@@ -289,7 +289,7 @@ def sample_weights(
     """Whole-network weight draws ``w ~ q`` as a params dict with axes ``(*B, S, ...)``.
 
     Ordered biases are returned in the constrained space (``b``, not ``u``), so the result can
-    be fed to :func:`symlib.orthoskip.orthoskip_forward` / :func:`symlib.models.mlp_forward`.
+    be fed to :func:`symlib.nn.orthoskip.orthoskip_forward` / :func:`symlib.nn.mlp.mlp_forward`.
     """
     spec = model.spec
     nb = _batch_ndim(q.mean, spec)

@@ -8,7 +8,7 @@ vmappable), runs all ``M`` modes in one vmapped computation, and draws all rando
 ``torch.Generator`` passed in. Deep ensembles need nothing here: their samples are the trained
 networks themselves.
 
-Shared model: the training objective of :mod:`symlib.batched_training` is the mean
+Shared model: the training objective of :mod:`symlib.nn.training` is the mean
 cross-entropy plus weight decay ``wd`` (``wd/2 ||w||^2``), i.e. ``1/N`` times the negative log
 posterior ``sum_i CE(f(x_i; w), y_i) + (N wd / 2) ||w||^2``: a Gaussian prior of precision
 ``N * wd`` (:func:`prior_precision_from_weight_decay`; OptuNet: ``4000 * 2e-4 = 0.8``).
@@ -69,14 +69,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import grad, jacrev, vmap
 
-from symlib.batched_training import (
+from symlib.nn.mlp import Params
+from symlib.nn.training import (
     SGDConfig,
     minibatches,
     optimizer_state,
     optimizer_step,
     train_batched,
 )
-from symlib.models import Params
 
 __all__ = [
     "Hessian",
@@ -184,7 +184,7 @@ def train_swag(
 ) -> SWAGState:
     """Continue SGD from trained ``params`` and collect a snapshot every ``snapshot_every`` epochs.
 
-    Runs :func:`symlib.batched_training.train_batched` for ``n_snapshots * snapshot_every``
+    Runs :func:`symlib.nn.training.train_batched` for ``n_snapshots * snapshot_every``
     epochs (``config.epochs`` is overridden; give no milestones for SWAG's constant rate).
     """
     config = replace(config, epochs=n_snapshots * snapshot_every)
@@ -405,7 +405,7 @@ def train_dropout(
     weight_key: str = "W4",
 ) -> Params:
     """Train batched ``params`` with last-layer dropout: :func:`train_batched`'s optimiser (SGD
-    or Adam, :func:`symlib.batched_training.optimizer_step`), with a fresh Bernoulli(1 - p)
+    or Adam, :func:`symlib.nn.training.optimizer_step`), with a fresh Bernoulli(1 - p)
     mask per network, example and step drawn from ``generator``."""
     params = {k: v.detach().clone() for k, v in params.items()}
     state = optimizer_state(params)

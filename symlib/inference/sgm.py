@@ -72,7 +72,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from symlib.inference.mfvi import BayesMLP, MeanField, sample_outputs
-from symlib.models import MLPSpec, Params
+from symlib.nn.mlp import MLPSpec, Params
 from symlib.symmetry import GroupElement, PermutationSpec, apply_group_element
 
 __all__ = [

@@ -1,6 +1,6 @@
 """PyStan (Stan's NUTS) for chapter 4's networks: build, sample, and evaluate log densities.
 
-The Stan programs live in ``symlib/stan_models/*.stan`` (package data, see :data:`MODELS`). A model
+The Stan programs live in ``symlib/inference/stan_models/*.stan`` (package data, see :data:`MODELS`). A model
 is compiled once per machine and Python environment: httpstan keys the compiled extension by a
 hash of the program text, its own version and the Python executable, and keeps it under
 ``~/.cache/httpstan`` (about 47 s per model with g++ on an idle core, over a minute on a busy
@@ -57,7 +57,7 @@ def program(name: str) -> str:
     """The text of Stan program ``name`` (one of :data:`MODELS`)."""
     if name not in MODELS:
         raise ValueError(f"unknown Stan model {name!r}; valid: {', '.join(MODELS)}")
-    return resources.files("symlib").joinpath("stan_models", f"{name}.stan").read_text()
+    return resources.files("symlib.inference").joinpath("stan_models", f"{name}.stan").read_text()
 
 
 class NutsFit(NamedTuple):
@@ -159,7 +159,10 @@ def build(name: str, data: dict, *, seed: int, code: str | None = None) -> StanM
     """
     with warnings.catch_warnings():       # stan.plugins imports the deprecated pkg_resources
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
-        import stan
+        try:
+            import stan
+        except ImportError as err:  # an optional dependency: the methods install without it
+            raise ImportError("Stan's NUTS needs PyStan: pip install 'bnn-symlib[stan]'") from err
 
     code = program(name) if code is None else code
     data = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in data.items()}

@@ -8,7 +8,7 @@ adds the categorical likelihood and minibatch training. Per minibatch ``b`` of s
     loss = -(N/B) sum_{i in b} E_q[log softmax(f(x_i; w))_{y_i}] / N + KL[q || p] / N,
 
 with one local-reparameterisation sample of the outputs per point (no KL annealing). Its
-predictive and weight-space summary go through :mod:`symlib.compact`, like every other method's.
+predictive and weight-space summary go through :mod:`symlib.inference.compact`, like every other method's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,14 @@
+"""What only the book needs: running chapters, their results ledgers, caching, data, figures.
+
+- :mod:`~symlib.book.runtime`: a chapter run's validated parameters (profile, seed, device);
+- :mod:`~symlib.book.profiles`: the `smoke` / `quick` / `paper` tiers and how one is selected;
+- :mod:`~symlib.book.results`: results files and the claims ledger;
+- :mod:`~symlib.book.reference`: the papers, and their reported tables as data;
+- :mod:`~symlib.book.cache`: the on-disk cache of expensive results;
+- :mod:`~symlib.book.data`: the book's datasets, all available offline;
+- :mod:`~symlib.book.plotting`: the house style;
+- :mod:`~symlib.book.pipeline`: ``python -m symlib.book.pipeline`` executes notebooks and builds
+  the book (needs the ``book`` extra).
+"""
+
+__all__ = ["cache", "data", "pipeline", "plotting", "profiles", "reference", "results", "runtime"]

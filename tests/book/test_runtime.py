@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from symlib.book import runtime
+from symlib.chapters.symmetries import PROFILES
+
+
+def test_auto_and_cpu():
+    assert runtime.resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert runtime.resolve_device("auto").type == expected
+    assert runtime.resolve_device(torch.device("cpu")) == torch.device("cpu")
+
+
+@pytest.mark.parametrize("name", ["gpu", "cuda0", "tpu", ""])
+def test_unknown_device_lists_valid(name):
+    with pytest.raises(ValueError, match="valid: 'auto', 'cpu', 'cuda'"):
+        runtime.resolve_device(name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("name", ["cuda", "cuda:0", "CUDA"])
+def test_cuda_without_gpu_names_the_fix(name):
+    with pytest.raises(ValueError, match="sees no CUDA GPU.*use device='cpu' or 'auto'"):
+        runtime.resolve_device(name)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, None])
+def test_device_of_wrong_type(bad):
+    with pytest.raises(TypeError, match="device must be a string"):
+        runtime.resolve_device(bad)
+
+
+@pytest.mark.parametrize("bad", ["0", 1.0, True, None])
+def test_seed_of_wrong_type(bad):
+    with pytest.raises(TypeError, match="seed must be a non-negative integer"):
+        runtime.check_seed(bad)
+
+
+def test_negative_seed():
+    with pytest.raises(ValueError):
+        runtime.check_seed(-1)
+
+
+def test_start_validates_everything_and_opens_a_ledger():
+    run = runtime.start("00_symmetries", PROFILES, profile="smoke", seed=3, device="cpu")
+    assert run.seed == 3 and run.device == torch.device("cpu") and run.results.profile == "smoke"
+    a, b = run.generator(), run.generator()
+    assert torch.equal(torch.rand(3, generator=a), torch.rand(3, generator=b))
+    with pytest.raises(ValueError, match="valid profiles"):
+        runtime.start("00_symmetries", PROFILES, profile="papr", seed=0, device="cpu")
+    with pytest.raises(TypeError):
+        runtime.start("00_symmetries", PROFILES, profile="quick", seed="0", device="cpu")
+
+
+def test_torch_threads_restores_even_on_error():
+    before = torch.get_num_threads()
+    with runtime.torch_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), runtime.torch_threads(1):
+        assert torch.get_num_threads() == 1
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before

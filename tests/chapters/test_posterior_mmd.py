@@ -1,0 +1,95 @@
+"""Chapter 2b's experiment: symmetry removal keeps the function, collapse numbers, smoke run."""
+
+import pytest
+import torch
+
+from symlib import metrics
+from symlib.book.profiles import get_profile
+from symlib.chapters import posterior_mmd as ch2b
+from symlib.nn.convnets import init_optunet, optunet_forward
+
+
+def test_remove_symmetries_keeps_the_function_and_is_idempotent():
+    params = init_optunet(torch.Generator().manual_seed(0), 5, dtype=torch.float64)
+    params["b4"] = params["b4"] + 3.0  # a softmax shift that NS must remove
+    ns = ch2b.remove_symmetries(params)
+    x = torch.randn(7, 1, 28, 28, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    fwd = torch.vmap(optunet_forward, in_dims=(0, None))
+    torch.testing.assert_close(torch.softmax(fwd(ns, x), -1), torch.softmax(fwd(params, x), -1))
+    torch.testing.assert_close(ns["b4"].mean(-1), torch.zeros(5, dtype=torch.float64))
+    again = ch2b.remove_symmetries(ns)
+    for k in ns:
+        torch.testing.assert_close(again[k], ns[k])
+
+
+def test_layers_group_weights_with_their_biases():
+    params = init_optunet(torch.Generator().manual_seed(0), 3)
+    layers = ch2b._layers(params)
+    assert {k: v.shape for k, v in layers.items()} == {
+        "conv1": (3, 32), "conv2": (3, 250), "fc1": (3, 33), "fc2": (3, 40)}
+    assert sum(v.shape[1] for v in layers.values()) == 355
+
+
+def test_functional_collapse_matches_direct_pairwise_mutual_information():
+    gen = torch.Generator().manual_seed(2)
+    probs = torch.softmax(torch.randn(5, 40, 10, generator=gen), -1)
+    probs[1] = probs[0]  # two identical networks: zero pairwise MI
+    probs_ood = torch.softmax(torch.randn(5, 30, 10, generator=gen), -1)
+    col = ch2b.functional_collapse(probs, probs_ood, n_pairs=100, seed=0)
+    assert col["n_pairs"] == 10
+    pairs = torch.combinations(torch.arange(5), 2)
+    for (i, j), mi in zip(pairs.tolist(), col["id"]):
+        direct = metrics.mutual_information(probs[[i, j]]).mean()
+        torch.testing.assert_close(mi, direct)
+    assert col["id"][0].item() == pytest.approx(0.0, abs=1e-12)
+    # subsampling keeps the requested number of distinct pairs
+    assert ch2b.functional_collapse(probs, probs_ood, n_pairs=4, seed=0)["n_pairs"] == 4
+
+
+def test_method_metrics_of_identical_samples_has_no_diversity():
+    gen = torch.Generator().manual_seed(3)
+    one = torch.softmax(torch.randn(1, 50, 10, generator=gen), -1)
+    row = ch2b.method_metrics(one.expand(4, -1, -1), one[:, :20].expand(4, -1, -1),
+                              torch.randint(10, (50,), generator=gen))
+    assert row["IDMI"] == pytest.approx(0.0, abs=1e-9)
+    assert row["OODMI"] == pytest.approx(0.0, abs=1e-9)
+    assert 0 <= row["Acc"] <= 100 and 0 <= row["AUPR"] <= 100
+
+
+def test_split_counts_spread_samples_evenly():
+    assert ch2b._split_counts(20, 10) == [2] * 10
+    assert ch2b._split_counts(7, 3) == [3, 2, 2]
+    assert sum(ch2b._split_counts(100, 10)) == 100
+
+
+def test_smoke_profile_runs_end_to_end():
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    results = ch2b.run(cfg, seed=0, progress=False)
+    assert [(r["mode"], r["method"]) for r in results["rows"]] == list(ch2b.METHODS)
+    for r in results["rows"]:
+        assert r["samples"] == cfg.samples
+        for col in ("MMD", "NS", "Acc", "ECE", "Brier", "AUPR", "FPR95", "IDMI", "OODMI"):
+            assert torch.isfinite(torch.tensor(r[col])), (r["method"], col)
+    kinds = {(k["weights"], k["aggregation"]) for k in results["kernels"]}
+    assert kinds == {(w, a) for w in ("MMD", "NS") for a in ("median", "mean", "max")}
+    # the max over kernels bounds the median and the mean, row by row
+    by = {(k["mode"], k["method"], k["weights"], k["aggregation"]): k["value"]
+          for k in results["kernels"]}
+    for mode, method in ch2b.METHODS:
+        for w in ("MMD", "NS"):
+            assert by[mode, method, w, "max"] >= by[mode, method, w, "median"] - 1e-9
+    claims = results["claims"]
+    assert len(claims) == 5 and all(c["holds"] is None for c in claims)  # smoke does not judge
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_evaluation_on_the_gpu_matches_the_cpu():
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    data = ch2b.load_data(cfg)
+    nets = ch2b.train_networks(cfg, data, 0, progress=False)
+    samples = ch2b.posterior_samples(cfg, data, nets, 1, progress=False)
+    cpu = ch2b.evaluate(cfg, data, nets, samples, 2)
+    gpu = ch2b.evaluate(cfg, data, nets, samples, 2, device="cuda")
+    for a, b in zip(cpu["rows"], gpu["rows"]):
+        for col in ("MMD", "NS", "Acc", "IDMI"):
+            assert a[col] == pytest.approx(b[col], rel=1e-4, abs=1e-4)

@@ -1,0 +1,69 @@
+"""Reverse-KL Gaussian fits to a two-component mixture, against 1-D quadrature."""
+
+import math
+
+import numpy as np
+import torch
+from scipy import optimize
+from torch.distributions import Categorical, Independent, MixtureSameFamily, Normal
+
+from symlib.chapters.sgm_vi import mode_interpolation as mi
+
+
+def _quadrature_kl(m, log_s, a, sd, n=120):
+    """KL(N(m, s^2) || p_a) in 1-D by Gauss-Hermite quadrature (independent of the MC code)."""
+    x, wts = np.polynomial.hermite_e.hermegauss(n)
+    s = math.exp(log_s)
+    pts = m + s * x
+    logp = np.logaddexp(-0.5 * (pts / sd) ** 2, -0.5 * ((pts - a) / sd) ** 2) - math.log(2 * sd * math.sqrt(2 * math.pi))
+    entropy = 0.5 * math.log(2 * math.pi * math.e * s * s)
+    return -entropy - (wts * logp).sum() / math.sqrt(2 * math.pi)
+
+
+def test_mixture_log_prob_matches_torch_distributions():
+    gen = torch.Generator().manual_seed(0)
+    a, s = torch.tensor([0.0, 1.5, 4.0]), torch.tensor([0.5, 1.0, 2.0])
+    u = mi.direction(3)
+    x = torch.randn(3, 10, 3, generator=gen)
+    ours = mi.mixture_log_prob(x, a, u, s)
+    for i in range(3):
+        locs = torch.stack([torch.zeros(3), a[i] * u])
+        mix = MixtureSameFamily(Categorical(torch.ones(2)), Independent(Normal(locs, s[i]), 1))
+        assert torch.allclose(ours[i], mix.log_prob(x[i]), atol=1e-5)
+
+
+def test_direction_is_unit():
+    for d in (1, 2, 20):
+        assert torch.isclose(torch.linalg.vector_norm(mi.direction(d)), torch.tensor(1.0))
+
+
+def test_monte_carlo_kl_matches_quadrature():
+    gen = torch.Generator().manual_seed(1)
+    eps = torch.randn(1, 200_000, 1, generator=gen)
+    for m, log_s, a, sd in [(0.3, -0.2, 2.0, 1.0), (1.0, 0.4, 5.0, 0.5)]:
+        mc = mi.reverse_kl(torch.tensor([[m]]), torch.tensor([[log_s]]), eps, torch.tensor([a]),
+                           mi.direction(1), torch.tensor([sd]))
+        assert abs(mc.item() - _quadrature_kl(m, log_s, a, sd)) < 0.01
+
+
+def test_fits_match_the_quadrature_optimum_in_1d():
+    """a = 1.5 s: one broad optimum at the midpoint; a = 6 s: the fit stays on its component."""
+    a = torch.tensor([1.5, 6.0])
+    fit = mi.fit_reverse_kl(a, torch.tensor(1.0), dim=1, n_samples=2000, n_steps=600, lr=3e-2,
+                            generator=torch.Generator().manual_seed(0))
+    for i, ai in enumerate(a.tolist()):
+        ref = optimize.minimize(lambda p, ai=ai: _quadrature_kl(p[0], p[1], ai, 1.0), x0=[0.0, 0.0],
+                                method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-9})
+        assert abs(fit.mean[i, 0].item() - ref.x[0]) < 0.08, (fit.mean[i], ref.x)
+        assert abs(math.log(fit.sd[i, 0].item()) - ref.x[1]) < 0.05
+        assert abs(fit.kl[i].item() - ref.fun) < 0.02
+    assert abs(fit.ratio[0].item() - 0.5) < 0.05 and fit.ratio[1].item() < 0.05
+
+
+def test_interpolation_ratio_and_threshold():
+    ratio = mi.interpolation_ratio(torch.tensor([[0.0, 0.0], [3.0, 4.0]]), torch.tensor([0.0, 10.0]))
+    assert math.isnan(ratio[0].item()) and ratio[1].item() == 0.5
+    grid = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert mi.mode_seeking_threshold(grid, [0.5, 0.52, 0.7, 0.1, 0.0]) == 4.0
+    assert mi.mode_seeking_threshold(grid, [np.nan, 0.5, 0.5, 0.95, 0.0]) == 4.0
+    assert math.isnan(mi.mode_seeking_threshold(grid, [0.5] * 5))

@@ -1,0 +1,44 @@
+"""Chapter 0 end to end in the smoke profile, and its pieces against independent counts."""
+
+import math
+
+import matplotlib
+import pytest
+
+from symlib.book.profiles import get_profile
+from symlib.chapters import symmetries as ch0
+
+
+@pytest.fixture(scope="module")
+def results():
+    return ch0.run(get_profile("00_symmetries", "smoke"), seed=0)
+
+
+def test_smoke_run_and_claims_hold(results):
+    claims = ch0.claims(results["invariance"], results["brute"], results["demo"])
+    assert {c["id"] for c in claims} == {"function-invariance", "mode-count", "canonicalisation"}
+    assert all(c["holds"] is True for c in claims), claims
+
+
+def test_canonical_copies_collapse(results):
+    for d in results["demo"].values():
+        assert d["distinct_canonical"] == 1 and d["distinct_raw"] > 1
+
+
+def test_mode_table_values():
+    rows = {r["network"]: r for r in ch0.mode_count_table()}
+    assert rows["Boston housing 13-50-1"]["log10 #permutation modes"] == round(math.log10(math.factorial(50)), 1)
+    assert rows["OptuNet (MNIST convnet)"]["#permutation modes"] == "172,800"
+    assert rows["sinc regression MLP 1-32x5-1"]["also"] == "none"  # SELU: permutations only
+
+
+def test_brute_force_counter_is_independent_of_formula():
+    # 2 hidden units, tanh: 2! permutations x 2^2 sign patterns
+    assert ch0.brute_force_mode_count((1, 2, 1), "tanh", seed=0) == 8
+    assert ch0.brute_force_mode_count((2, 3, 1), "relu", seed=0) == 6
+
+
+def test_figure(results):
+    matplotlib.use("Agg")
+    fig = ch0.plot_canonicalisation(results["demo"])
+    assert len(fig.axes) == 4
