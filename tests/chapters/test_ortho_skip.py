@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from symlib.book.profiles import OrthoSkipProfile, get_profile
-from symlib.chapters import ortho_skip
+from symlib.chapters import get_profile, ortho_skip
+from symlib.chapters.ortho_skip import OrthoSkipProfile
 
 matplotlib.use("Agg")
 

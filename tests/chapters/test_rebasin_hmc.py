@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from symlib.book import pipeline
-from symlib.book.profiles import get_profile
+from symlib.chapters import get_profile
 from symlib.chapters import rebasin_hmc as ch5
 
 CONFIG = get_profile("05_rebasin_hmc", "smoke")

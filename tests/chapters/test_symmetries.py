@@ -5,7 +5,7 @@ import math
 import matplotlib
 import pytest
 
-from symlib.book.profiles import get_profile
+from symlib.chapters import get_profile
 from symlib.chapters import symmetries as ch0
 
 

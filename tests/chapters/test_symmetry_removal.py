@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from symlib.book.profiles import get_profile
+from symlib.chapters import get_profile
 from symlib.chapters import symmetry_removal as ex
 
 matplotlib.use("Agg")
