@@ -20,6 +20,7 @@ from .results import ChapterResults
 __all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+SEED_LIMIT = 2**63  # seeds must fit a signed 64-bit integer (torch.Generator.manual_seed)
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -76,11 +77,17 @@ def torch_threads(n: int | None):
 
 
 def check_seed(seed) -> int:
-    """The run's seed as a non-negative ``int`` (bools and floats are refused, not rounded)."""
+    """The run's seed as an ``int`` in ``[0, 2**63)`` (bools and floats are refused, not rounded).
+
+    The upper bound is that of a signed 64-bit integer, which ``torch.Generator.manual_seed``
+    needs; a larger seed would otherwise fail mid-run with "Overflow when unpacking long long".
+    """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be a non-negative integer; got {seed!r} of type {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed}")
+    if seed >= SEED_LIMIT:
+        raise ValueError(f"seed must be below 2**63 = {SEED_LIMIT} (a 64-bit seed); got {seed}")
     return seed
 
 

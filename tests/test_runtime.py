@@ -60,3 +60,13 @@ def test_torch_threads_restores_even_on_error():
         assert torch.get_num_threads() == 1
         raise RuntimeError("boom")
     assert torch.get_num_threads() == before
+
+
+def test_seed_must_fit_64_bits():
+    assert runtime.check_seed(2**63 - 1) == 2**63 - 1
+    for seed in (2**63, 99999999999999999999999):
+        with pytest.raises(ValueError, match="seed must be below 2\\*\\*63"):
+            runtime.check_seed(seed)
+    with pytest.raises(ValueError, match="below 2\\*\\*63"):
+        runtime.start("00_symmetries", profile="smoke", seed=2**64, device="cpu")
+
