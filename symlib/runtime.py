@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .profiles import get_profile
-from .results import ChapterResults
+from .results import ChapterResults, check_writable
 
 __all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
 
@@ -115,10 +115,12 @@ def start(chapter: str, *, profile: str, seed: int, device: str) -> ChapterRun:
     """Validate a notebook's parameters and open its results ledger.
 
     Raises TypeError / ValueError naming the fix for an unknown profile or device, a GPU that is
-    not there, or a parameter of the wrong type.
+    not there, or a parameter of the wrong type, and OSError if the results directory
+    (``SYMLIB_RESULTS``) cannot be written.
     """
     config = get_profile(chapter, profile)
     seed = check_seed(seed)
     dev = resolve_device(device)
+    check_writable()  # now, not after the chapter has run
     results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev))
     return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results)

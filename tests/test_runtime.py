@@ -70,3 +70,11 @@ def test_seed_must_fit_64_bits():
     with pytest.raises(ValueError, match="below 2\\*\\*63"):
         runtime.start("00_symmetries", profile="smoke", seed=2**64, device="cpu")
 
+
+def test_start_fails_at_once_when_results_cannot_be_written(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SYMLIB_RESULTS", str(blocker))
+    with pytest.raises(OSError, match="set SYMLIB_RESULTS to a writable directory"):
+        runtime.start("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert blocker.read_text() == "not a directory"
