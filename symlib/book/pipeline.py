@@ -7,19 +7,29 @@
 ``execute`` turns each MyST notebook (``notebooks/NN_name.md``, jupytext) into an ``.ipynb``,
 runs it with papermill (parameters ``profile``, ``seed``, ``device``) and post-processes it into
 ``executed/NN_name.ipynb``: the parameter cells are hidden from the page and stderr (progress
-bars, warnings) is dropped. A failed run leaves the previous executed notebook untouched and
-keeps the failed one as ``executed/NN_name.failed.ipynb`` for inspection. The reproducibility
-page (``book/reproducibility.md``) is executed last so it sees every chapter's results file.
+bars, warnings) is dropped, after any cache-corruption warning in it has been printed. A failed
+run leaves the previous executed notebook untouched and keeps the failed one as
+``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
+(``book/reproducibility.md``) is executed last so it sees every chapter's results file.
+
 ``build`` copies MathJax from its registry package into ``book/_static`` (the book renders
 math offline), writes a placeholder for any chapter not executed in this checkout, and runs
 ``jupyter-book build --all -W --keep-going``.
+
+Relative ``SYMLIB_CACHE``, ``SYMLIB_RESULTS`` and ``SYMLIB_DATA`` are taken relative to the
+directory the command was run from (kernels run in ``notebooks/`` or ``book/``), and the
+results and cache directories must be writable before a chapter starts. Each kernel runs in a
+``symlib-nb-<pid>-*`` temporary folder (with its connection file), removed when the run ends,
+fails or is interrupted (Ctrl-C, SIGTERM); one left by a killed run is removed by the next.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +46,8 @@ MATHJAX_DEST = ROOT / "book" / "_static" / "mathjax"
 PROFILES = ("smoke", "quick", "paper")
 
 HIDDEN_TAGS = {"parameters", "injected-parameters"}
+PATH_VARIABLES = ("SYMLIB_CACHE", "SYMLIB_RESULTS", "SYMLIB_DATA")
+TMP_PREFIX = "symlib-nb-"
 
 
 def chapters() -> list[str]:
@@ -56,6 +68,98 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _absolute_path_variables() -> None:
+    """Make relative ``SYMLIB_CACHE`` / ``SYMLIB_RESULTS`` / ``SYMLIB_DATA`` absolute.
+
+    Kernels inherit the environment but run in ``notebooks/`` (``book/`` for the
+    reproducibility page), where a relative path would point somewhere else than where the user
+    typed the command.
+    """
+    for var in PATH_VARIABLES:
+        value = os.environ.get(var)
+        if value:
+            os.environ[var] = os.path.abspath(os.path.expanduser(value))
+
+
+def _check_writable(var: str, default: Path) -> None:
+    """Fail before a chapter runs if the directory ``$var`` (else ``default``) is not writable."""
+    path = Path(os.environ.get(var) or default)
+    if path.exists() and not path.is_dir():
+        raise SystemExit(f"{var}: {path} is not a directory; set {var} to a writable directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        raise SystemExit(
+            f"{var}: cannot write to {path} ({err}); set {var} to a writable directory"
+        ) from None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def _remove_stale_tmp() -> None:
+    """Remove ``symlib-nb-<pid>-*`` folders of ours whose process is gone (a killed run's)."""
+    if os.name != "posix":  # os.kill(pid, 0) would terminate the process on Windows
+        return
+    for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
+        pid = path.name[len(TMP_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_dir() and path.stat().st_uid == os.getuid():
+                shutil.rmtree(path)
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """Turn SIGTERM into ``SystemExit(143)`` so ``finally`` blocks run and clean up.
+
+    On its way out the exception passes papermill's client, which shuts its kernel down, and
+    the temporary folder's cleanup; by default SIGTERM would end the process on the spot.
+    """
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _cache_warnings(nb) -> list[str]:
+    """Lines of the notebook's stderr outputs that report a corrupt cache entry."""
+    return [
+        line.strip()
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "stream" and o.get("name") == "stderr"
+        for line in "".join(o.get("text", "")).splitlines()
+        if "CacheCorruptionWarning" in line
+    ]
+
+
+def _report_cache_warnings(name: str, nb) -> None:
+    # the kernel's stderr is dropped from the page, so this is the only place a user sees them
+    for line in _cache_warnings(nb):
+        print(f"[symlib] {name}: {line}", file=sys.stderr, flush=True)
+
+
 def _postprocess(nb) -> None:
     """Hide parameter cells from the page and drop stderr outputs."""
     for cell in nb.cells:
@@ -67,21 +171,38 @@ def _postprocess(nb) -> None:
 
 
 def execute(name: str, *, profile: str, seed: int, device: str) -> float:
-    """Execute one notebook into ``executed/``; returns its wall time in seconds."""
+    """Execute one notebook into ``executed/``; returns its wall time in seconds.
+
+    Relative path variables are made absolute against the current directory first (this
+    changes ``os.environ``), and a chapter refuses to start if its results or cache directory
+    cannot be written.
+    """
     import jupytext
     import nbformat
     import papermill
+    from traitlets.config import Config
 
     source = _source(name)
+    _absolute_path_variables()
+    if name != "reproducibility":  # the page only reads results
+        _check_writable("SYMLIB_RESULTS", ROOT / "results")
+        _check_writable("SYMLIB_CACHE", ROOT / ".cache" / "symlib")
+    _remove_stale_tmp()
     EXECUTED.mkdir(exist_ok=True)
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     target = EXECUTED / f"{name}.ipynb"
     failed = EXECUTED / f"{name}.failed.ipynb"
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="symlib-nb-") as tmp:
+    # the pid in the name lets a later run tell a killed run's folder from a running one's
+    with (
+        _sigterm_exits(),
+        tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp,
+    ):
         inp, out = Path(tmp) / "input.ipynb", Path(tmp) / "output.ipynb"
         nbformat.write(nb, inp)
+        # the kernel's connection file goes into the folder too, so nothing outlives it
+        kernel_file = Config({"KernelManager": {"connection_file": str(Path(tmp) / "kernel.json")}})
         try:
             papermill.execute_notebook(
                 str(inp),
@@ -91,15 +212,18 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 cwd=str(source.parent),
                 progress_bar=False,
                 log_output=False,
+                config=kernel_file,
             )
         except papermill.PapermillExecutionError as err:
             if out.exists():
+                _report_cache_warnings(name, nbformat.read(out, as_version=4))
                 shutil.copyfile(out, failed)
             raise SystemExit(
                 f"{name}: execution failed ({err.ename}: {err.evalue}).\n"
                 f"The failed notebook is at {_shown(failed)}; {_shown(target)} was left as it was."
             ) from None
         executed = nbformat.read(out, as_version=4)
+        _report_cache_warnings(name, executed)
         _postprocess(executed)
         staged = EXECUTED / f".{name}.ipynb.tmp"
         nbformat.write(executed, staged)

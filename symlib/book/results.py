@@ -20,13 +20,50 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["ChapterResults", "Claim", "ledger_frame", "load_all", "results_dir"]
+__all__ = ["ChapterResults", "Claim", "check_writable", "ledger_frame", "load_all", "results_dir"]
+
+ENV_VAR = "SYMLIB_RESULTS"
 
 
 def results_dir() -> Path:
-    """``$SYMLIB_RESULTS`` if set, else ``results/`` in the book's checkout (or the working
-    directory outside one, see :mod:`symlib.book.paths`)."""
-    return Path(os.environ.get("SYMLIB_RESULTS", project_root_or_cwd() / "results"))
+    """``$SYMLIB_RESULTS`` if set and not empty, else ``results/`` in the book's checkout
+    (or the working directory outside one, :mod:`symlib.book.paths`); always absolute.
+
+    ``~`` is expanded (as for ``SYMLIB_CACHE`` and ``SYMLIB_DATA``) and a relative path is taken
+    against the current directory. ``python -m symlib.book.pipeline`` makes the variable absolute
+    before it starts a kernel, since kernels run in ``notebooks/`` or ``book/``.
+    """
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser().absolute()
+    return project_root_or_cwd() / "results"
+
+
+def check_writable(directory: str | Path | None = None) -> Path:
+    """Create ``directory`` (default :func:`results_dir`) and check a file can be written there.
+
+    Called before a chapter's work starts, so a bad ``SYMLIB_RESULTS`` fails at once, not after
+    the run when :meth:`ChapterResults.write` would.
+
+    Returns:
+        The directory.
+
+    Raises:
+        OSError: it is not a directory or cannot be written; the message names ``SYMLIB_RESULTS``.
+    """
+    directory = Path(directory) if directory is not None else results_dir()
+    fix = f"set {ENV_VAR} to a writable directory"
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"cannot write results to {directory}: not a directory; {fix}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as err:
+        raise OSError(
+            f"cannot write results to {directory} ({err.strerror or err}); {fix}"
+        ) from err
+    return directory
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import torch
 
 from symlib.book.profiles import select_profile
-from symlib.book.results import ChapterResults
+from symlib.book.results import ChapterResults, check_writable
 
 __all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+SEED_LIMIT = 2**63  # seeds must fit a signed 64-bit integer (torch.Generator.manual_seed)
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -77,11 +78,17 @@ def torch_threads(n: int | None):
 
 
 def check_seed(seed) -> int:
-    """The run's seed as a non-negative ``int`` (bools and floats are refused, not rounded)."""
+    """The run's seed as an ``int`` in ``[0, 2**63)`` (bools and floats are refused, not rounded).
+
+    The upper bound is that of a signed 64-bit integer, which ``torch.Generator.manual_seed``
+    needs; a larger seed would otherwise fail mid-run with "Overflow when unpacking long long".
+    """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be a non-negative integer; got {seed!r} of type {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed}")
+    if seed >= SEED_LIMIT:
+        raise ValueError(f"seed must be below 2**63 = {SEED_LIMIT} (a 64-bit seed); got {seed}")
     return seed
 
 
@@ -113,10 +120,12 @@ def start(
     ``profiles`` are the chapter's own (``symlib.chapters.<chapter>.PROFILES``).
 
     Raises TypeError / ValueError naming the fix for an unknown profile or device, a GPU that is
-    not there, or a parameter of the wrong type.
+    not there, or a parameter of the wrong type, and OSError if the results directory
+    (``SYMLIB_RESULTS``) cannot be written.
     """
     config = select_profile(chapter, profiles, profile)
     seed = check_seed(seed)
     dev = resolve_device(device)
+    check_writable()  # now, not after the chapter has run
     results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev))
     return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results)

@@ -1,8 +1,15 @@
 """The papermill pipeline: parameters reach the notebook, bad ones fail clearly, nothing is lost."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
 
 import nbformat
+import papermill
 import pytest
 
 from symlib.book import pipeline
@@ -13,7 +20,40 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "EXECUTED", tmp_path / "executed")
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # our own temp folders only
     return tmp_path
+
+
+WARNING = (
+    "/x/symmetries.py:9: CacheCorruptionWarning: cache entry /c/00/k.pt is invalid: truncated. "
+    "Moved it aside to k.pt.corrupt and recomputing."
+)
+
+
+def fake_papermill(monkeypatch, effect=None):
+    """Replace the kernel run: copy the notebook, give its last code cell a stderr warning.
+
+    ``effect(kwargs)`` runs after the output is written (e.g. to raise); the calls are recorded.
+    """
+    calls = []
+
+    def execute_notebook(inp, out, **kwargs):
+        calls.append(kwargs)
+        nb = nbformat.read(inp, as_version=4)
+        cell = [c for c in nb.cells if c.cell_type == "code"][-1]
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stderr", text="progress 1/2\n" + WARNING + "\n"),
+            nbformat.v4.new_output(
+                "stream", name="stdout", text="CacheCorruptionWarning in stdout\n"
+            ),
+        ]
+        nbformat.write(nb, out)
+        if effect is not None:
+            effect(kwargs)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    return calls
 
 
 def test_chapters_are_discovered():
@@ -57,3 +97,178 @@ def test_wrongly_typed_parameter_fails_clearly_and_keeps_previous_output(sandbox
     assert previous.read_text() == "previous run"
     assert (executed / "00_symmetries.failed.ipynb").exists()
     assert not (sandbox / "results" / "00_symmetries.json").exists()
+
+
+def test_relative_path_variables_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYMLIB_RESULTS", "myresults")
+    monkeypatch.setenv("SYMLIB_CACHE", "~/c")
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / "data"))
+    pipeline._absolute_path_variables()
+    assert os.environ["SYMLIB_RESULTS"] == str(tmp_path / "myresults")
+    assert os.environ["SYMLIB_CACHE"] == os.path.expanduser("~/c")
+    assert os.environ["SYMLIB_DATA"] == str(tmp_path / "data")
+
+
+@pytest.mark.slow
+def test_relative_results_dir_is_the_users_not_the_notebooks(sandbox, monkeypatch):
+    # the issue: the chapter wrote into notebooks/myresults and the reproducibility page, run
+    # in book/, found nothing and said "No chapter has been executed"
+    user = sandbox / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)
+    monkeypatch.setenv("SYMLIB_RESULTS", "myresults")
+    monkeypatch.setenv("SYMLIB_CACHE", "mycache")
+    pipeline.main(["execute", "--profile", "smoke", "--device", "cpu", "00_symmetries"])
+    assert json.loads((user / "myresults" / "00_symmetries.json").read_text())["profile"] == "smoke"
+    assert not (pipeline.NOTEBOOKS / "myresults").exists()
+    page = nbformat.read(sandbox / "executed" / "reproducibility.ipynb", as_version=4)
+    shown = json.dumps([c.get("outputs", []) for c in page.cells])
+    assert "00_symmetries" in shown and "No chapter has been executed" not in shown
+
+
+@pytest.mark.parametrize("var", ["SYMLIB_RESULTS", "SYMLIB_CACHE"])
+@pytest.mark.parametrize("below", [False, True])
+def test_unwritable_results_or_cache_fails_before_the_chapter_runs(
+    sandbox, monkeypatch, var, below
+):
+    calls = fake_papermill(monkeypatch)
+    blocker = sandbox / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv(var, str(blocker / "sub" if below else blocker))
+    with pytest.raises(SystemExit, match=f"^{var}: .*set {var} to a writable directory"):
+        pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    assert calls == [] and not (sandbox / "executed").exists()
+
+
+def test_cache_warnings_are_found_in_stderr_only():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("CacheCorruptionWarning in prose"),
+        nbformat.v4.new_code_cell("x"),
+    ]
+    nb.cells[1].outputs = [
+        nbformat.v4.new_output(
+            "stream", name="stderr", text=["0%|  |\n", WARNING + "\n", "  x = 1\n"]
+        ),
+        nbformat.v4.new_output("stream", name="stdout", text="CacheCorruptionWarning\n"),
+    ]
+    assert pipeline._cache_warnings(nb) == [WARNING]
+
+
+def test_cache_corruption_is_reported_on_the_command_line(sandbox, monkeypatch, capsys):
+    fake_papermill(monkeypatch)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert capsys.readouterr().err == f"[symlib] 00_symmetries: {WARNING}\n"
+    nb = nbformat.read(sandbox / "executed" / "00_symmetries.ipynb", as_version=4)
+    assert all(o.name != "stderr" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_cache_corruption_is_reported_when_the_chapter_fails(sandbox, monkeypatch, capsys):
+    def fail(kwargs):
+        raise papermill.PapermillExecutionError(0, 1, "x", "ValueError", "boom", [])
+
+    fake_papermill(monkeypatch, fail)
+    with pytest.raises(SystemExit, match="execution failed"):
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert f"[symlib] 00_symmetries: {WARNING}" in capsys.readouterr().err
+
+
+def _nb_folders(sandbox):
+    return list((sandbox / "tmp").glob("symlib-nb-*"))
+
+
+def test_interrupted_run_leaves_no_temp_folder(sandbox, monkeypatch):
+    seen = []
+
+    def interrupt(kwargs):
+        seen.extend(_nb_folders(sandbox))
+        raise KeyboardInterrupt
+
+    calls = fake_papermill(monkeypatch, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    [folder] = seen
+    assert folder.name.startswith(f"symlib-nb-{os.getpid()}-")
+    # the kernel's connection file was to be written inside that folder
+    connection_file = calls[0]["config"]["KernelManager"]["connection_file"]
+    assert os.path.dirname(connection_file) == str(folder)
+    assert _nb_folders(sandbox) == []
+
+
+def test_sigterm_exits_cleanly_and_leaves_no_temp_folder(sandbox, monkeypatch):
+    before = signal.getsignal(signal.SIGTERM)
+    fake_papermill(monkeypatch, lambda kwargs: os.kill(os.getpid(), signal.SIGTERM))
+    with pytest.raises(SystemExit) as err:
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert err.value.code == 128 + signal.SIGTERM
+    assert _nb_folders(sandbox) == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process check is POSIX-only")
+def test_stale_temp_folder_of_a_dead_process_is_removed(sandbox, monkeypatch):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    tmp = sandbox / "tmp"
+    stale, live, other = (
+        tmp / f"symlib-nb-{dead.pid}-abc",
+        tmp / f"symlib-nb-{os.getpid()}-def",
+        tmp / "symlib-nb-noid1234",  # no pid in the name: not ours to judge
+    )
+    for folder in (stale, live, other):
+        folder.mkdir()
+        (folder / "kernel.json").write_text("{}")
+    fake_papermill(monkeypatch)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+@pytest.mark.slow
+def test_real_kernel_reports_a_corrupt_cache_entry_and_cleans_up(sandbox, monkeypatch, capsys):
+    notebooks = sandbox / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "99_corrupt.md").write_text(
+        textwrap.dedent(
+            """\
+            ---
+            jupytext:
+              text_representation:
+                extension: .md
+                format_name: myst
+                format_version: 0.13
+            kernelspec:
+              display_name: Python 3
+              language: python
+              name: python3
+            ---
+
+            ```{code-cell} python
+            :tags: [parameters]
+            profile = "quick"
+            seed = 0
+            device = "auto"
+            ```
+
+            ```{code-cell} python
+            import sys
+            from symlib.book.cache import cache_dir, cached
+
+            cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0])
+            [payload] = (cache_dir() / "99_corrupt").glob("*.pt")
+            payload.write_bytes(payload.read_bytes()[:-3])  # truncate: checksum mismatch
+            assert cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0]) == [1.0, 2.0]
+            print(sys.argv)
+            ```
+            """
+        )
+    )
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
+    pipeline.execute("99_corrupt", profile="smoke", seed=0, device="cpu")
+    err = capsys.readouterr().err
+    assert "[symlib] 99_corrupt: " in err and "CacheCorruptionWarning: cache entry " in err
+    assert str(sandbox / "cache" / "99_corrupt") in err
+    nb = nbformat.read(sandbox / "executed" / "99_corrupt.ipynb", as_version=4)
+    argv = "".join(o.text for o in nb.cells[-1].outputs if o.output_type == "stream")
+    assert str(sandbox / "tmp" / f"symlib-nb-{os.getpid()}-") in argv  # connection file
+    assert _nb_folders(sandbox) == []

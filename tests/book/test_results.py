@@ -1,9 +1,19 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from symlib.book.results import ChapterResults, Claim, ledger_frame, load_all
+from symlib.book.results import (
+    ChapterResults,
+    Claim,
+    check_writable,
+    ledger_frame,
+    load_all,
+    results_dir,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _results():
@@ -57,3 +67,26 @@ def test_duplicate_claim_and_empty_ledger(tmp_path):
     with pytest.raises(ValueError, match="empty claims ledger"):
         empty.write(tmp_path)
     assert not (tmp_path / "00_empty.json").exists()
+
+
+def test_results_dir_resolution(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYMLIB_RESULTS", "rel/res")
+    assert results_dir() == tmp_path / "rel" / "res"
+    monkeypatch.setenv("SYMLIB_RESULTS", "~/res")
+    assert results_dir() == Path.home() / "res"
+    monkeypatch.setenv("SYMLIB_RESULTS", "")  # empty counts as unset, as for SYMLIB_CACHE
+    # outside a checkout, the editable install's checkout (this one) is the project root
+    assert results_dir() == REPO_ROOT / "results"
+
+
+def test_check_writable(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "new" / "res"))
+    assert check_writable() == tmp_path / "new" / "res" and (tmp_path / "new" / "res").is_dir()
+    assert not list((tmp_path / "new" / "res").iterdir())  # the probe file is gone
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for bad in (blocker, blocker / "below"):
+        monkeypatch.setenv("SYMLIB_RESULTS", str(bad))
+        with pytest.raises(OSError, match=f"{bad}.*set SYMLIB_RESULTS to a writable directory"):
+            check_writable()

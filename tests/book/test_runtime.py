@@ -61,3 +61,21 @@ def test_torch_threads_restores_even_on_error():
         assert torch.get_num_threads() == 1
         raise RuntimeError("boom")
     assert torch.get_num_threads() == before
+
+
+def test_seed_must_fit_64_bits():
+    assert runtime.check_seed(2**63 - 1) == 2**63 - 1
+    for seed in (2**63, 99999999999999999999999):
+        with pytest.raises(ValueError, match="seed must be below 2\\*\\*63"):
+            runtime.check_seed(seed)
+    with pytest.raises(ValueError, match="below 2\\*\\*63"):
+        runtime.start("00_symmetries", PROFILES, profile="smoke", seed=2**64, device="cpu")
+
+
+def test_start_fails_at_once_when_results_cannot_be_written(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SYMLIB_RESULTS", str(blocker))
+    with pytest.raises(OSError, match="set SYMLIB_RESULTS to a writable directory"):
+        runtime.start("00_symmetries", PROFILES, profile="smoke", seed=0, device="cpu")
+    assert blocker.read_text() == "not a directory"
