@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
+from symlib.book.provenance import provenance
 
 __all__ = ["ChapterResults", "Claim", "check_writable", "ledger_frame", "load_all", "results_dir"]
 
@@ -124,6 +125,8 @@ class ChapterResults:
     claims: list[Claim] = field(default_factory=list)
     notes: dict[str, object] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+    config: object = None
+    """The profile the run used (recorded with its hash and the code's, see :mod:`.provenance`)."""
 
     def add_table(self, name: str, frame, *, caption: str = "", source: str = "") -> None:
         """Store a table (a pandas DataFrame; its index is kept as columns)."""
@@ -155,6 +158,7 @@ class ChapterResults:
             "seed": self.seed,
             "device": self.device,
             "wall_time_s": round(time.perf_counter() - self.started, 2),
+            "provenance": provenance(self.chapter, self.config),
             "versions": _versions(),
             "tables": self.tables,
             "claims": [asdict(c) for c in self.claims],

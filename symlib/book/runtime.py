@@ -127,5 +127,5 @@ def start(
     seed = check_seed(seed)
     dev = resolve_device(device)
     check_writable()  # now, not after the chapter has run
-    results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev))
+    results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev), config=config)
     return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results)

@@ -1,0 +1,97 @@
+"""Where a chapter's numbers came from: commit, profile and code hashes, device.
+
+Every results file records them, so a published run can be compared with the code and profile
+of a later checkout: when either hash differs, the numbers were made by an older version.
+
+- The *profile hash* covers the profile's values (the dataclass, as canonical JSON).
+- The *code hash* covers what can change a chapter's numbers: the library outside
+  ``symlib/chapters/`` (methods and book machinery, Stan programs included), the chapter's own
+  package and its notebook. Other chapters' packages are left out, so editing chapter 3 does not
+  mark chapter 1 as stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+from symlib.book.paths import project_root
+
+__all__ = ["chapter_package_dir", "code_hash", "git_commit", "profile_hash", "provenance"]
+
+SYMLIB = Path(__file__).resolve().parents[1]
+
+
+def profile_hash(config) -> str:
+    """A short hash of a profile's values (any dataclass instance)."""
+    values = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+    text = json.dumps(
+        {"type": type(config).__name__, "values": values}, sort_keys=True, default=str
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def chapter_package_dir(config) -> Path | None:
+    """The chapter package a profile belongs to (``symlib/chapters/<name>/``), if it is one."""
+    parts = type(config).__module__.split(".")
+    if parts[:2] == ["symlib", "chapters"] and len(parts) > 2:
+        return SYMLIB / "chapters" / parts[2]
+    return None
+
+
+def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None) -> str:
+    """A short hash of the library outside ``chapters/``, one chapter's package and its notebook."""
+    chapters = SYMLIB / "chapters"
+    files = [
+        p
+        for p in SYMLIB.rglob("*")
+        if p.is_file()
+        and p.suffix in (".py", ".stan")
+        and (
+            not p.is_relative_to(chapters)
+            or p.parent == chapters
+            or (chapter_dir is not None and p.is_relative_to(chapter_dir))
+        )
+    ]
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + path.read_bytes() + b"\0")
+    if notebook is not None and notebook.is_file():
+        digest.update(b"notebook\0" + notebook.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, with ``+dirty`` when symlib/ or notebooks/ has uncommitted changes."""
+    root = project_root()
+    if root is None or not (root / ".git").exists():
+        return None
+    try:
+        run = lambda *a: subprocess.run(
+            ["git", *a], cwd=root, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        commit = run("rev-parse", "HEAD")
+        dirty = run("status", "--porcelain", "--", "symlib", "notebooks")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def provenance(chapter: str, config) -> dict:
+    """Commit, profile hash and code hash of a run of ``chapter`` with profile ``config``."""
+    root = project_root()
+    notebook = root / "notebooks" / f"{chapter}.md" if root is not None else None
+    return {
+        "commit": git_commit(),
+        "profile_hash": profile_hash(config),
+        "code_hash": code_hash(chapter_package_dir(config), notebook),
+        "profile_values": json.loads(
+            json.dumps(
+                dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None,
+                default=str,
+            )
+        ),
+    }
