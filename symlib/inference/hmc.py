@@ -7,6 +7,13 @@ The target is ``p(w) ∝ exp(-U(w))``; for a Bayesian MLP classifier with an ``N
 
 One HMC transition (Neal 2011) with identity mass matrix, per chain ``c`` and step size ``eps_c``:
 
+0. with jitter ``j > 0`` (the default, ``j = 0.2``), the transition's step size is
+   ``eps_c u_c``, ``u_c ~ Uniform(1 - j, 1 + j)`` drawn afresh per chain and transition
+   (Mackenzie 1989; Neal 2011, Sec. 5.4). A fixed trajectory ``L eps`` resonates with every
+   direction of the target whose scale ``s`` makes it close to a multiple of ``pi s``: the
+   trajectory ends near its start (or its mirror image) transition after transition, and that
+   direction barely mixes. Jitter spreads the length over ``+-j`` and breaks the resonance at
+   the same cost; ``j = 0`` keeps ``eps_c`` fixed (the authors' setting in chapter 5);
 1. draw a momentum ``p ~ N(0, I)``;
 2. ``L`` leapfrog steps (:func:`leapfrog`)
    ``p <- p - eps/2 grad U(w);  w <- w + eps p;  p <- p - eps/2 grad U(w)``
@@ -16,9 +23,10 @@ One HMC transition (Neal 2011) with identity mass matrix, per chain ``c`` and st
 
 During burn-in only, each chain's step size is tuned by dual averaging (Hoffman & Gelman 2014,
 Alg. 5) towards a target acceptance probability; sampling then uses the averaged step size,
-fixed, so the kept samples come from a proper Markov chain. Chains are independent but share
-every tensor operation: positions are parameter dicts whose tensors carry a leading chain axis
-``C``, and the potential returns ``(C,)``.
+fixed (up to the jitter, which is independent of the chain's state), so the kept samples come
+from a proper Markov chain. Chains are independent but share every tensor operation: positions
+are parameter dicts whose tensors carry a leading chain axis ``C``, and the potential returns
+``(C,)``.
 
 Samples go to a :class:`SampleStore`, which keeps them in memory when they fit under a budget
 and otherwise in a numpy memmap in a temporary directory (deleted when the store is closed or
@@ -108,8 +116,8 @@ class HMCResult(NamedTuple):
     accept_rate: Tensor
     """Per-chain mean acceptance probability during sampling."""
     history: dict[str, np.ndarray]
-    """Per iteration ``(T, C)``: ``accept_prob``, ``energy_error``, ``potential``, ``step_size``;
-    ``phase`` ``(T,)`` is 0 in burn-in, 1 while sampling."""
+    """Per iteration ``(T, C)``: ``accept_prob``, ``energy_error``, ``potential``, ``step_size``
+    (nominal, before jitter); ``phase`` ``(T,)`` is 0 in burn-in, 1 while sampling."""
     n_grad_evals: int
     """Gradient evaluations per chain (``L`` per transition, plus 1 at the start)."""
     wall_time_s: float
@@ -243,6 +251,7 @@ def sample(
     thin: int = 1,
     target_accept: float = 0.8,
     adapt: bool = True,
+    jitter: float = 0.2,
     store: SampleStore | None = None,
     max_memory_bytes: int = 1 << 30,
     store_dir: str | None = None,
@@ -258,10 +267,13 @@ def sample(
         n_samples: samples kept per chain.
         n_leapfrog: leapfrog steps per transition (fixed).
         step_size: initial step size (float or ``(C,)``).
-        generator: source of momenta and acceptance draws (CPU generator; draws are moved).
+        generator: source of momenta, jitter and acceptance draws (CPU generator; draws are moved).
         thin: keep one transition in ``thin`` after burn-in.
         target_accept: dual-averaging target.
         adapt: tune the step size during burn-in (False: keep ``step_size`` throughout).
+        jitter: each transition scales every chain's step size by its own ``Uniform(1 - jitter,
+            1 + jitter)`` draw (module docstring, step 0); in ``[0, 1)``. ``0``: a fixed
+            trajectory, and no draws for it (the random stream is that of a jitter-free sampler).
         store: where to put samples; default a new :class:`SampleStore` with capacity
             ``n_samples * C`` and the given memory budget / directory.
         progress: a plain ``tqdm`` bar on stderr.
@@ -269,6 +281,8 @@ def sample(
     Returns:
         :class:`HMCResult`.
     """
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), got {jitter}")
     first = next(iter(init_position.values()))
     n_chains, device = first.shape[0], first.device
     eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
@@ -286,7 +300,11 @@ def sample(
     bar = tqdm(range(total), desc=desc, disable=not progress, mininterval=2.0)
     for it in bar:
         burning = it < n_burnin
-        state, info = hmc_step(state, potential_fn, eps.to(device, first.dtype), n_leapfrog, generator)
+        step = eps
+        if jitter:  # drawn only when asked for, so jitter=0 leaves the random stream as it was
+            u = torch.rand(n_chains, generator=generator, dtype=torch.float64)
+            step = eps * (1.0 + jitter * (2.0 * u - 1.0))
+        state, info = hmc_step(state, potential_fn, step.to(device, first.dtype), n_leapfrog, generator)
         n_grad += n_leapfrog
         hist["accept_prob"][it] = info.accept_prob.cpu().numpy()
         hist["energy_error"][it] = info.energy_error.cpu().numpy()

@@ -9,9 +9,11 @@
 
 from symlib.metrics import mcmc, mmd, predictive
 from symlib.metrics.mcmc import (
-    autocovariance,
+    Summary,
     bulk_ess,
     split_rhat,
+    summary,
+    tail_ess,
 )
 from symlib.metrics.mmd import (
     Aggregation,
@@ -50,11 +52,11 @@ __all__ = [
     "Bandwidths",
     "Kernel",
     "LayerwiseMMD",
+    "Summary",
     "accuracy",
     "aggregate",
     "agreement",
     "aupr",
-    "autocovariance",
     "bandwidths",
     "bandwidths_from_distances",
     "brier_score",
@@ -76,6 +78,8 @@ __all__ = [
     "predictive_entropy",
     "predictive_probs",
     "split_rhat",
+    "summary",
+    "tail_ess",
     "total_variation",
     "unbiased_mmd2",
     "unbiased_mmd2_from_gram",

@@ -1,77 +1,98 @@
-"""Convergence diagnostics of MCMC draws: split R-hat and bulk effective sample size.
+"""Convergence diagnostics of MCMC draws: rank-normalised split R-hat, bulk and tail ESS.
 
 Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021), "Rank-normalization, folding, and
 localization: an improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2),
-as implemented in Stan and ArviZ, without the dependency:
+computed by ArviZ; the functions here only fix the array layout and the single-chain case:
 
-* draws ``(chains, n)`` are split into halves (``2 * chains`` sequences of ``n // 2``), so a
-  single chain still has a between-sequence variance;
-* *rank normalisation*: every draw is replaced by ``Phi^{-1}((rank - 3/8) / (S + 1/4))`` over
-  all ``S`` pooled draws, which makes both statistics robust to heavy tails;
-* ``R-hat = sqrt(var_plus / W)``, ``var_plus = (n-1)/n W + B/n`` (B between, W within);
-* ``ESS = M n / tau`` with ``tau = -1 + 2 sum_t rho_t``, the autocorrelations ``rho_t``
-  combined over sequences as in Stan and truncated by Geyer's initial monotone positive sequence.
+* ``split_rhat``: the larger of the bulk R-hat (split chains, rank-normalised) and the folded
+  R-hat (the same on ``|x - median(x)|``), ArviZ's ``rhat(method="rank")``. The folded part is
+  what flags chains that agree in location but differ in scale;
+* ``bulk_ess``: effective sample size of the rank-normalised split chains;
+* ``tail_ess``: the smaller effective sample size of the indicators ``x <= q_5%`` and
+  ``x <= q_95%``, i.e. how well the 5% and 95% quantiles are estimated.
+
+Array layout of every function: ``(chains, draws)`` for one scalar quantity (a float comes back),
+``(chains, draws, *shape)`` for several (an array of ``shape`` comes back, one value per
+quantity), or ``(draws,)`` for a single chain.
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import NamedTuple
+
 import numpy as np
-from scipy import stats
 
-__all__ = ["autocovariance", "bulk_ess", "split_rhat"]
+__all__ = ["Summary", "bulk_ess", "split_rhat", "summary", "tail_ess"]
 
 
-def _split(x: np.ndarray) -> np.ndarray:
+class Summary(NamedTuple):
+    """Worst case over all quantities of an array of draws (NaNs ignored)."""
+
+    rhat_max: float
+    bulk_ess_min: float
+    tail_ess_min: float
+
+
+def split_rhat(x: np.ndarray) -> float | np.ndarray:
+    """Rank-normalised split R-hat, max of bulk and folded (``arviz.rhat(method="rank")``).
+
+    Args:
+        x: draws ``(chains, draws[, *shape])`` or ``(draws,)``. ArviZ needs two chains, so a
+            single chain is first cut into its two halves, which are then split again (R-hat
+            over four quarters).
+
+    Returns:
+        R-hat (1 at convergence; above 1.01 is suspect), a float or one per quantity.
+    """
+    az = _arviz()
+
+    def rhat(chains: np.ndarray) -> float:
+        if len(chains) == 1:
+            half = chains.shape[1] // 2
+            chains = np.stack([chains[0, :half], chains[0, -half:]])
+        return az.rhat(chains, method="rank")
+
+    return _per_quantity(rhat, x)
+
+
+def bulk_ess(x: np.ndarray) -> float | np.ndarray:
+    """Bulk effective sample size (``arviz.ess(method="bulk")``) of draws laid out as in :func:`split_rhat`."""
+    az = _arviz()
+    return _per_quantity(lambda chains: az.ess(chains, method="bulk"), x)
+
+
+def tail_ess(x: np.ndarray) -> float | np.ndarray:
+    """Tail effective sample size (``arviz.ess(method="tail")``), min over the 5% and 95% quantiles."""
+    az = _arviz()
+    return _per_quantity(lambda chains: az.ess(chains, method="tail"), x)
+
+
+def summary(x: np.ndarray) -> Summary:
+    """Max R-hat, min bulk ESS and min tail ESS over the quantities of ``x`` (layout as above)."""
+    return Summary(
+        float(np.nanmax(split_rhat(x))),
+        float(np.nanmin(bulk_ess(x))),
+        float(np.nanmin(tail_ess(x))),
+    )
+
+
+def _per_quantity(fn, x: np.ndarray) -> float | np.ndarray:
+    """``fn`` of each ``(chains, draws)`` slice of ``x``, a float for a single quantity."""
     x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         x = x[None]
-    n = x.shape[1] // 2
-    if n < 2:
-        raise ValueError("need at least 4 draws per chain")
-    return np.concatenate([x[:, :n], x[:, -n:]], axis=0)
+    chains, draws = x.shape[:2]
+    if draws < 4 * (2 if chains == 1 else 1):
+        raise ValueError(f"need at least 4 draws per chain (8 for a single chain), got {x.shape}")
+    flat = x.reshape(chains, draws, -1)
+    out = np.array([float(fn(flat[..., j])) for j in range(flat.shape[-1])])
+    return float(out[0]) if x.ndim == 2 else out.reshape(x.shape[2:])
 
 
-def _rank_normalise(x: np.ndarray) -> np.ndarray:
-    r = stats.rankdata(x, method="average").reshape(x.shape)
-    return stats.norm.ppf((r - 0.375) / (x.size + 0.25))
-
-
-def autocovariance(x: np.ndarray) -> np.ndarray:
-    """Biased autocovariance of each row of ``x`` at lags ``0..n-1`` (via the FFT)."""
-    x = np.asarray(x, dtype=float)
-    n = x.shape[-1]
-    c = x - x.mean(-1, keepdims=True)
-    f = np.fft.rfft(c, n=2 * n, axis=-1)
-    return np.fft.irfft(f * np.conj(f), axis=-1)[..., :n] / n
-
-
-def split_rhat(x: np.ndarray) -> float:
-    """Rank-normalised split R-hat of draws ``(chains, n)`` (or ``(n,)``: one chain)."""
-    z = _rank_normalise(_split(x))
-    n = z.shape[1]
-    w = z.var(axis=1, ddof=1).mean()
-    b = n * z.mean(axis=1).var(ddof=1)
-    if w == 0:
-        return float("nan")
-    return float(np.sqrt(((n - 1) / n * w + b / n) / w))
-
-
-def bulk_ess(x: np.ndarray) -> float:
-    """Bulk effective sample size of draws ``(chains, n)`` (or ``(n,)``), rank-normalised."""
-    z = _rank_normalise(_split(x))
-    m, n = z.shape
-    acov = autocovariance(z)
-    chain_var = acov[:, 0] * n / (n - 1)
-    mean_var = chain_var.mean()
-    var_plus = mean_var * (n - 1) / n + (z.mean(1).var(ddof=1) if m > 1 else 0.0)
-    if var_plus <= 0:
-        return float("nan")
-    rho = 1.0 - (mean_var - acov.mean(0)) / var_plus
-    rho[0] = 1.0
-    # Geyer: sum pairs P_k = rho_{2k} + rho_{2k+1} while positive, forced monotone.
-    pairs = rho[: 2 * (n // 2)].reshape(-1, 2).sum(1)
-    stop = np.argmax(pairs <= 0) if np.any(pairs <= 0) else len(pairs)
-    pairs = np.minimum.accumulate(pairs[:stop])
-    tau = -1.0 + 2.0 * pairs.sum()
-    tau = max(tau, 1.0 / np.log10(m * n))            # Stan's cap: ESS <= S log10(S)
-    return float(m * n / tau)
+def _arviz():
+    """ArviZ, imported on first use: it pulls in xarray (about 1.5 s), which most callers skip."""
+    with warnings.catch_warnings():  # its once-a-day banner about a coming refactor
+        warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
+        import arviz
+    return arviz

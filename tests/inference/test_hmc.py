@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from symlib.book.runtime import torch_threads
+from symlib.chapters import get_profile
 from symlib.inference import hmc
 from symlib.nn.mlp import MLPSpec, init_mlp
 
@@ -56,13 +58,70 @@ EPS_MAX = 2 * torch.linalg.eigvalsh(COV).min().sqrt().item()
 def test_acceptance_near_one_for_tiny_steps_and_lower_for_large():
     start = {"x": MEAN.expand(32, 2).clone()}
     accept = {}
-    for eps in (1e-3, 0.5 * EPS_MAX, 1.02 * EPS_MAX):
+    for eps in (1e-3, 0.5 * EPS_MAX, 1.02 * EPS_MAX):  # exactly these step sizes: no jitter
         out = hmc.sample(gaussian_potential, start, n_burnin=0, n_samples=20, n_leapfrog=5, step_size=eps,
-                         generator=torch.Generator().manual_seed(2), adapt=False, progress=False)
+                         generator=torch.Generator().manual_seed(2), adapt=False, jitter=0.0, progress=False)
         accept[eps] = out.accept_rate.mean().item()
     tiny, moderate, unstable = accept.values()
     assert tiny > 0.999
     assert unstable < 0.3 < moderate < tiny
+
+
+# A rotated 50-D Gaussian with scales 0.3 to 3 and a trajectory of L leapfrog steps of size H
+# that turns its widest direction by half a period: from 0, a fixed-length trajectory ends at
+# -x (up to the momentum's tiny contribution), transition after transition, and the chain never
+# leaves the neighbourhood of its start in that direction (narrower ones resonate at 2, 3, ...
+# half turns more loosely). Leapfrog turns a direction of scale s by phi = arccos(1 - H^2 / 2s^2)
+# per step.
+RES_DIM, RES_H = 50, 0.25
+RES_SCALES = torch.logspace(math.log10(0.3), math.log10(3.0), RES_DIM, dtype=torch.float64)
+RES_PHI = torch.arccos(1 - RES_H**2 / (2 * RES_SCALES**2))
+RES_L = round(math.pi / RES_PHI[-1].item())  # 38: the widest direction turns by pi (+0.8%)
+RES_Q = torch.linalg.qr(torch.randn(RES_DIM, RES_DIM, generator=torch.Generator().manual_seed(0),
+                                    dtype=torch.float64))[0]
+RES_PREC = RES_Q @ torch.diag(RES_SCALES**-2) @ RES_Q.T
+
+
+def _variance_ratios(jitter, chains=256, n_burnin=40, n_samples=100):
+    """Sample variance / true variance along each principal direction, chains started at 0."""
+    start = {"x": torch.zeros(chains, RES_DIM, dtype=torch.float64)}
+    with torch_threads(1):  # tiny tensors: one thread is several times faster than two
+        out = hmc.sample(lambda p: 0.5 * ((p["x"] @ RES_PREC) * p["x"]).sum(1), start,
+                         n_burnin=n_burnin, n_samples=n_samples, n_leapfrog=RES_L, step_size=RES_H,
+                         generator=torch.Generator().manual_seed(6), adapt=False, jitter=jitter,
+                         progress=False)
+    xs = out.samples.batch(range(len(out.samples)))["x"] @ RES_Q
+    return xs.var(0) / RES_SCALES**2, out.accept_rate.min().item(), chains * n_samples
+
+
+def test_jitter_breaks_the_resonance_of_a_fixed_trajectory():
+    ratio, accept, n = _variance_ratios(jitter=0.2)
+    # Monte-Carlo error of a variance: relative sd sqrt(2 tau / n), tau the integrated
+    # autocorrelation time of x^2. Per transition the widest direction turns by theta = pi u,
+    # u ~ U(0.8, 1.2), so x^2 has lag-1 autocorrelation E[cos^2 theta] (times the acceptance,
+    # plus the rejections, which repeat x^2) and, geometrically decaying, tau = (1+rho)/(1-rho);
+    # narrower directions turn by k pi u, k > 1, and decorrelate faster.
+    theta = math.pi * np.linspace(0.8, 1.2, 10_001)
+    rho = accept * np.mean(np.cos(theta) ** 2) + (1 - accept)
+    tau = (1 + rho) / (1 - rho)  # about 18
+    tol = 4 * math.sqrt(2 * tau / n)  # 4 sd, 50 directions: about 0.15
+    assert (ratio - 1).abs().max().item() < tol
+    # the same run without jitter stays stuck near its start along the widest direction
+    fixed, _, _ = _variance_ratios(jitter=0.0)
+    assert fixed[-1].item() < 0.2
+    assert (fixed - 1).abs().max().item() > 4 * tol
+
+
+def test_jitter_must_be_below_one():
+    start = {"x": torch.zeros(1, 2, dtype=torch.float64)}
+    with pytest.raises(ValueError, match="jitter"):
+        hmc.sample(gaussian_potential, start, n_burnin=0, n_samples=1, n_leapfrog=1, step_size=0.1,
+                   generator=torch.Generator(), jitter=1.0, progress=False)
+
+
+def test_chapter5_paper_profile_keeps_the_authors_fixed_trajectory():
+    assert get_profile("05_rebasin_hmc", "paper").hmc_jitter == 0.0
+    assert get_profile("05_rebasin_hmc", "quick").hmc_jitter > 0.0
 
 
 def test_step_size_adapts_in_burn_in_only():

@@ -244,8 +244,8 @@ def bayes_experiment(config: RebasinHMCProfile, seed: int, *, device="cpu", prog
     potential = hmc.mlp_classification_potential(spec, x, y, prior_sd=config.prior_sd)
     chain = hmc.sample(
         potential, start, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
-        n_leapfrog=config.hmc_leapfrog, step_size=config.hmc_step_size, generator=g_hmc,
-        thin=config.hmc_thin, target_accept=config.hmc_target_accept,
+        n_leapfrog=config.hmc_leapfrog, step_size=config.hmc_step_size, jitter=config.hmc_jitter,
+        generator=g_hmc, thin=config.hmc_thin, target_accept=config.hmc_target_accept,
         max_memory_bytes=config.hmc_memory_mb << 20, progress=progress)
     store = chain.samples
     timings["HMC sampling"] = chain.wall_time_s
@@ -411,6 +411,7 @@ def settings_table(config: RebasinHMCProfile) -> pd.DataFrame:
         ("HMC: burn-in transitions (step size adapts)", lambda c: c.hmc_burnin),
         ("HMC: kept samples per chain, thinning", lambda c: f"{c.hmc_samples}, {c.hmc_thin}"),
         ("HMC: leapfrog steps, initial step size", lambda c: f"{c.hmc_leapfrog}, {c.hmc_step_size:g}"),
+        ("HMC: step-size jitter per transition", lambda c: f"±{c.hmc_jitter:.0%}" if c.hmc_jitter else "none"),
         ("HMC: gradient evaluations per chain", grads),
         ("predictive samples of q_d, q_r, VI", lambda c: c.predictive_samples),
         ("training images for activation matching", lambda c: f"{c.match_points or 'all'}"),

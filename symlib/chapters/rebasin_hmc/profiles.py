@@ -78,6 +78,9 @@ class RebasinHMCProfile:
     """Leapfrog steps per transition [paper: 500]."""
     hmc_step_size: float
     """Initial leapfrog step size [code: 1e-3]."""
+    hmc_jitter: float
+    """Each transition scales the step size by ``Uniform(1 - j, 1 + j)``, against the resonance of
+    a fixed trajectory (:func:`symlib.inference.hmc.sample`) [paper: 0, fixed; open: 0.2]."""
     hmc_target_accept: float
     """Dual-averaging target acceptance [open: 0.8]."""
     hmc_memory_mb: int
@@ -100,7 +103,7 @@ PROFILES = {
         width=16, prior_sd=1.0, ens_members=3, ens_epochs=2, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=2, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=2, hmc_warm_start_epochs=1, hmc_burnin=4, hmc_samples=4, hmc_thin=1,
-        hmc_leapfrog=3, hmc_step_size=1e-3, hmc_target_accept=0.8, hmc_memory_mb=256,
+        hmc_leapfrog=3, hmc_step_size=1e-3, hmc_jitter=0.2, hmc_target_accept=0.8, hmc_memory_mb=256,
         predictive_samples=10, match_points=200, prune_keep=(1.0, 0.5, 0.1), judge=False,
     ),
     "quick": RebasinHMCProfile(
@@ -110,7 +113,7 @@ PROFILES = {
         width=128, prior_sd=1.0, ens_members=5, ens_epochs=20, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=30, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=4, hmc_warm_start_epochs=5, hmc_burnin=20, hmc_samples=30, hmc_thin=1,
-        hmc_leapfrog=10, hmc_step_size=1e-3, hmc_target_accept=0.8, hmc_memory_mb=1024,
+        hmc_leapfrog=10, hmc_step_size=1e-3, hmc_jitter=0.2, hmc_target_accept=0.8, hmc_memory_mb=1024,
         predictive_samples=100, match_points=1000,
     ),
     "paper": RebasinHMCProfile(
@@ -120,7 +123,7 @@ PROFILES = {
         width=512, prior_sd=1.0, ens_members=5, ens_epochs=50, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=50, vi_lr=1e-3, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=1, hmc_warm_start_epochs=0, hmc_burnin=600, hmc_samples=1000, hmc_thin=10,
-        hmc_leapfrog=500, hmc_step_size=1e-3, hmc_target_accept=0.8, hmc_memory_mb=1024,
+        hmc_leapfrog=500, hmc_step_size=1e-3, hmc_jitter=0.0, hmc_target_accept=0.8, hmc_memory_mb=1024,
         predictive_samples=100, match_points=10_000,
     ),
 }
