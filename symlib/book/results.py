@@ -9,6 +9,7 @@ The book's reproducibility page aggregates all ledgers with :func:`ledger_frame`
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -21,7 +22,19 @@ from pathlib import Path
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import provenance
 
-__all__ = ["ChapterResults", "Claim", "check_writable", "ledger_frame", "load_all", "results_dir"]
+__all__ = [
+    "ChapterResults",
+    "Claim",
+    "Erratum",
+    "Kind",
+    "Precondition",
+    "check_writable",
+    "errata_frame",
+    "ledger_frame",
+    "load_all",
+    "precondition",
+    "results_dir",
+]
 
 ENV_VAR = "SYMLIB_RESULTS"
 
@@ -67,15 +80,62 @@ def check_writable(directory: str | Path | None = None) -> Path:
     return directory
 
 
+class Kind(str, enum.Enum):
+    """What a ledger entry is."""
+
+    CLAIM = "claim"
+    """A claim of the paper, at the paper's strength; counts as reproduced or not."""
+    CODE_CHECK = "code check"
+    """Holds by construction of the method (a theorem, a parametrisation): a check of our code,
+    shown in the ledger but never counted as a reproduced claim."""
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """What a run must reach for a claim to be judged, fixed in code before the run.
+
+    ``criterion`` states the threshold in words (e.g. ``"split R-hat <= 1.01"``), ``measured``
+    the value the run reached, ``met`` whether it meets the criterion.
+    """
+
+    name: str
+    criterion: str
+    measured: str
+    met: bool
+
+    def __post_init__(self):
+        for name in ("name", "criterion", "measured"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise TypeError(f"precondition field {name!r} must be a non-empty string")
+        if not isinstance(self.met, bool):
+            raise TypeError(f"precondition {self.name!r}: met must be True or False, got {self.met!r}")
+
+
+def precondition(name: str, criterion: str, measured, met) -> Precondition:
+    """A :class:`Precondition`; a float ``measured`` is shown with 3 significant digits."""
+    if isinstance(measured, float):
+        measured = f"{measured:.3g}"
+    return Precondition(name=name, criterion=criterion, measured=str(measured), met=bool(met))
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One row of the claims ledger."""
+    """One row of the claims ledger.
+
+    ``holds`` is the verdict of the criterion (True / False), or None when the claim is not
+    judged. A claim with a precondition that is not met is never judged: whatever ``holds`` the
+    caller computed, it is stored as None and :attr:`verdict` names the failed precondition.
+    """
 
     id: str
     text: str
     paper: str
     ours: str
     holds: bool | None
+    criterion: str = ""
+    """How the verdict is decided, stated before the run (e.g. ``"p < 0.05, Wilcoxon"``)."""
+    preconditions: tuple[Precondition, ...] = ()
+    kind: Kind = Kind.CLAIM
 
     def __post_init__(self):
         for name in ("id", "text", "paper", "ours"):
@@ -83,6 +143,39 @@ class Claim:
                 raise TypeError(f"claim field {name!r} must be a non-empty string")
         if self.holds not in (True, False, None) or not isinstance(self.holds, (bool, type(None))):
             raise TypeError(f"claim {self.id!r}: holds must be True, False or None, got {self.holds!r}")
+        pre = tuple(p if isinstance(p, Precondition) else Precondition(**p) for p in self.preconditions)
+        object.__setattr__(self, "preconditions", pre)
+        object.__setattr__(self, "kind", Kind(self.kind))
+        if any(not p.met for p in pre):
+            object.__setattr__(self, "holds", None)  # the gate: no verdict on an unmet precondition
+
+    @property
+    def failed_preconditions(self) -> tuple[Precondition, ...]:
+        return tuple(p for p in self.preconditions if not p.met)
+
+    @property
+    def verdict(self) -> str:
+        """``holds`` / ``does not hold`` / ``not judged: <failed preconditions>``."""
+        if self.failed_preconditions:
+            failed = "; ".join(f"{p.criterion} (measured {p.measured})" for p in self.failed_preconditions)
+            return f"not judged: {failed}"
+        return {True: "holds", False: "does not hold", None: "not judged"}[self.holds]
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["kind"] = self.kind.value
+        out["verdict"] = self.verdict
+        return out
+
+
+@dataclass(frozen=True)
+class Erratum:
+    """A typo or inconsistency of the paper that the chapter corrects (not a claim)."""
+
+    id: str
+    paper_says: str
+    correction: str
+    where: str = ""
 
 
 def _versions() -> dict[str, str]:
@@ -123,6 +216,8 @@ class ChapterResults:
     device: str
     tables: dict[str, dict] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
+    errata: list[Erratum] = field(default_factory=list)
+    robustness: dict[str, dict] = field(default_factory=dict)
     notes: dict[str, object] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     config: object = None
@@ -140,16 +235,33 @@ class ChapterResults:
             "rows": _jsonable(flat.to_numpy().tolist()),
         }
 
-    def add_claim(self, id: str, text: str, paper: str, ours: str, holds: bool | None) -> Claim:
+    def add_claim(
+        self, id: str, text: str, paper: str, ours: str, holds: bool | None, *,
+        criterion: str = "", preconditions=(), kind: Kind | str = Kind.CLAIM,
+    ) -> Claim:
         if any(c.id == id for c in self.claims):
             raise ValueError(f"claim id {id!r} is already in the ledger")
-        claim = Claim(id=id, text=text, paper=paper, ours=ours, holds=holds)
+        claim = Claim(id=id, text=text, paper=paper, ours=ours, holds=holds, criterion=criterion,
+                      preconditions=tuple(preconditions), kind=kind)
         self.claims.append(claim)
         return claim
 
     def add_claims(self, claims) -> None:
         for c in claims:
-            self.add_claim(**(asdict(c) if isinstance(c, Claim) else c))
+            fields = c.to_dict() if isinstance(c, Claim) else dict(c)
+            fields.pop("verdict", None)
+            self.add_claim(**fields)
+
+    def add_erratum(self, id: str, paper_says: str, correction: str, where: str = "") -> Erratum:
+        """Record a typo of the paper that the chapter corrects (shown apart from the claims)."""
+        erratum = Erratum(id=id, paper_says=paper_says, correction=correction, where=where)
+        self.errata.append(erratum)
+        return erratum
+
+    def add_robustness(self, claim_id: str, frame, *, caption: str = "") -> None:
+        """The verdict of ``claim_id`` under each setting of the choices the paper left open."""
+        self.add_table(f"robustness:{claim_id}", frame, caption=caption)
+        self.robustness[claim_id] = self.tables.pop(f"robustness:{claim_id}")
 
     def to_dict(self) -> dict:
         return {
@@ -161,7 +273,9 @@ class ChapterResults:
             "provenance": provenance(self.chapter, self.config),
             "versions": _versions(),
             "tables": self.tables,
-            "claims": [asdict(c) for c in self.claims],
+            "claims": [c.to_dict() for c in self.claims],
+            "errata": [asdict(e) for e in self.errata],
+            "robustness": self.robustness,
             "notes": _jsonable(self.notes),
         }
 
@@ -193,22 +307,48 @@ def load_all(directory: str | Path | None = None) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
 
 
+def _claim_verdict(c: dict) -> str:
+    """A stored claim's verdict (results files older than the preconditions lack the field)."""
+    return c.get("verdict") or {True: "holds", False: "does not hold", None: "not judged"}[c["holds"]]
+
+
+def _preconditions_text(c: dict) -> str:
+    pre = c.get("preconditions") or []
+    if not pre:
+        return "none stated"
+    met = sum(p["met"] for p in pre)
+    marks = "; ".join(f"{'✓' if p['met'] else '✗'} {p['criterion']} ({p['measured']})" for p in pre)
+    return f"{met}/{len(pre)} met: {marks}"
+
+
 def ledger_frame(all_results: list[dict]):
-    """One row per claim over all chapters: the reproducibility page's table."""
+    """One row per ledger entry over all chapters: the reproducibility page's table."""
     import pandas as pd
 
     rows = [
         {
             "chapter": r["chapter"],
             "claim": c["text"],
+            "kind": c.get("kind", "claim"),
             "paper": c["paper"],
             "ours": c["ours"],
-            "holds": {True: "yes", False: "no", None: "not judged"}[c["holds"]],
+            "verdict": _claim_verdict(c),
+            "preconditions": _preconditions_text(c),
+            "robustness": "yes" if c["id"] in (r.get("robustness") or {}) else "",
             "profile": r["profile"],
             "wall time (s)": r["wall_time_s"],
         }
         for r in all_results
         for c in r["claims"]
     ]
-    columns = ["chapter", "claim", "paper", "ours", "holds", "profile", "wall time (s)"]
+    columns = ["chapter", "claim", "kind", "paper", "ours", "verdict", "preconditions", "robustness",
+               "profile", "wall time (s)"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def errata_frame(all_results: list[dict]):
+    """Every chapter's errata: what the paper printed and what the chapter uses instead."""
+    import pandas as pd
+
+    rows = [{"chapter": r["chapter"], **e} for r in all_results for e in r.get("errata", [])]
+    return pd.DataFrame(rows, columns=["chapter", "id", "where", "paper_says", "correction"])

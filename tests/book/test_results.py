@@ -8,8 +8,10 @@ from symlib.book.results import (
     ChapterResults,
     Claim,
     check_writable,
+    errata_frame,
     ledger_frame,
     load_all,
+    precondition,
     results_dir,
 )
 
@@ -44,8 +46,48 @@ def test_indexed_table_keeps_index(tmp_path):
 
 def test_ledger_frame():
     frame = ledger_frame([_results().to_dict()])
-    assert list(frame["holds"]) == ["yes", "not judged"]
-    assert list(frame.columns) == ["chapter", "claim", "paper", "ours", "holds", "profile", "wall time (s)"]
+    assert list(frame["verdict"]) == ["holds", "not judged"]
+    assert list(frame["preconditions"]) == ["none stated", "none stated"]
+    assert list(frame.columns) == [
+        "chapter", "claim", "kind", "paper", "ours", "verdict", "preconditions", "robustness",
+        "profile", "wall time (s)",
+    ]
+
+
+def test_an_unmet_precondition_withholds_the_verdict_and_names_itself():
+    ok = precondition("accuracy", "test accuracy >= 90 % of the architecture's", 0.97, True)
+    bad = precondition("mixing", "split R-hat <= 1.01", 2.1, False)
+    judged = Claim("a", "t", "p", "o", holds=False, criterion="p < 0.05", preconditions=(ok,))
+    assert judged.holds is False and judged.verdict == "does not hold"
+    gated = Claim("b", "t", "p", "o", holds=True, criterion="p < 0.05", preconditions=(ok, bad))
+    assert gated.holds is None
+    assert gated.verdict == "not judged: split R-hat <= 1.01 (measured 2.1)"
+    assert gated.failed_preconditions == (bad,)
+
+
+def test_preconditions_kind_errata_and_robustness_round_trip_through_the_file(tmp_path):
+    results = ChapterResults("99_x", "quick", 0, "cpu")
+    results.add_claim("c1", "a claim", "p", "o", True, criterion="x > 1",
+                      preconditions=[precondition("n", "n >= 10", 3, False)])
+    results.add_claim("c2", "a theorem", "p", "o", True, kind="code check")
+    results.add_erratum("e1", "sort by max weight (Sec. 5.2)", "sort by first weight (App. C.2)", "Sec. 5.2")
+    results.add_robustness("c1", pd.DataFrame({"lr": [1e-3, 1e-2], "verdict": ["holds", "does not hold"]}))
+    stored = json.loads(results.write(tmp_path).read_text())
+    c1, c2 = stored["claims"]
+    assert c1["holds"] is None and c1["verdict"].startswith("not judged: n >= 10 (measured 3)")
+    assert c1["preconditions"] == [{"name": "n", "criterion": "n >= 10", "measured": "3", "met": False}]
+    assert c2["kind"] == "code check" and c2["verdict"] == "holds"
+    assert stored["errata"][0]["correction"] == "sort by first weight (App. C.2)"
+    assert stored["robustness"]["c1"]["rows"][1] == [0.01, "does not hold"]
+    frame = ledger_frame([stored])
+    assert list(frame["robustness"]) == ["yes", ""]
+    assert list(frame["kind"]) == ["claim", "code check"]
+    assert "✗ n >= 10 (3)" in frame["preconditions"][0]
+    assert list(errata_frame([stored])["id"]) == ["e1"]
+    # a results file read back and re-added keeps its preconditions and kind
+    again = ChapterResults("99_x", "quick", 0, "cpu")
+    again.add_claims(stored["claims"])
+    assert again.claims[0].holds is None and again.claims[1].kind.value == "code check"
 
 
 @pytest.mark.parametrize("holds", ["yes", 1, 0.0])
