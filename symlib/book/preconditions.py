@@ -1,0 +1,124 @@
+"""The preconditions every chapter's claims use: one standard, thresholds fixed here.
+
+A claim is judged only when the run it rests on has reached what the claim needs (see
+:class:`symlib.book.results.Precondition`). The same kinds of precondition recur in every
+chapter, so they are defined once, with their thresholds:
+
+- networks trained to at least :data:`ACCURACY_SHARE` of the accuracy their architecture
+  reaches on this data (a reference value the chapter states and cites);
+- MCMC chains mixed: split R-hat (the larger of bulk and folded) at most :data:`RHAT_MAX`, bulk
+  and tail ESS at least :data:`ESS_MIN` (Vehtari et al., 2021);
+- an optimisation (ELBO, loss) that has plateaued: its mean over the last :data:`PLATEAU_WINDOW`
+  of the recorded curve moved by at most :data:`PLATEAU_TOL` (relative) against the window
+  before it;
+- a test that can reach significance: the smallest p-value it can return with this many
+  samples is below the level ``alpha`` (a sign or Wilcoxon test on 3 pairs cannot reach 0.05,
+  whatever the data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from symlib.book.results import Precondition, precondition
+
+__all__ = [
+    "ACCURACY_SHARE",
+    "ESS_MIN",
+    "PLATEAU_TOL",
+    "PLATEAU_WINDOW",
+    "RHAT_MAX",
+    "accuracy_reached",
+    "chains_mixed",
+    "min_p_value",
+    "plateaued",
+    "test_can_reach",
+]
+
+ACCURACY_SHARE = 0.9
+"""Share of the architecture's reference accuracy a network must reach."""
+RHAT_MAX = 1.01
+"""Largest split R-hat (max of bulk and folded) of mixed chains (Vehtari et al., 2021)."""
+ESS_MIN = 400
+"""Smallest bulk and tail ESS, over all chains together (Vehtari et al., 2021: 100 per chain x 4)."""
+PLATEAU_WINDOW = 0.1
+"""Share of the recorded curve compared with the share before it."""
+PLATEAU_TOL = 0.01
+"""Largest relative change between the two windows of a plateaued curve."""
+
+
+def accuracy_reached(
+    accuracy: float, reference: float, *, what: str = "test accuracy", reference_source: str = "",
+    share: float = ACCURACY_SHARE,
+) -> Precondition:
+    """``accuracy >= share * reference`` (accuracies as fractions or percentages, both alike)."""
+    src = f", {reference_source}" if reference_source else ""
+    return precondition(
+        "accuracy",
+        f"{what} >= {share:.0%} of {reference:.3g}{src}",
+        float(accuracy),
+        accuracy >= share * reference,
+    )
+
+
+def chains_mixed(
+    rhat: float, bulk_ess: float, tail_ess: float | None = None, *, what: str = "",
+    rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
+) -> list[Precondition]:
+    """R-hat and ESS preconditions of MCMC draws (worst values over the quantities judged)."""
+    of = f" of {what}" if what else ""
+    out = [
+        precondition("rhat", f"split R-hat{of} <= {rhat_max}", float(rhat), rhat <= rhat_max),
+        precondition("bulk_ess", f"bulk ESS{of} >= {ess_min:g}", float(bulk_ess), bulk_ess >= ess_min),
+    ]
+    if tail_ess is not None:
+        out.append(precondition("tail_ess", f"tail ESS{of} >= {ess_min:g}", float(tail_ess), tail_ess >= ess_min))
+    return out
+
+
+def plateaued(
+    curve: Sequence[float], *, what: str = "objective", window: float = PLATEAU_WINDOW,
+    tol: float = PLATEAU_TOL,
+) -> Precondition:
+    """The curve's last ``window`` share moved by at most ``tol`` (relative) from the one before."""
+    y = np.asarray(curve, dtype=float)
+    k = max(1, round(window * len(y)))
+    if len(y) < 2 * k or not np.isfinite(y[-2 * k:]).all():
+        return precondition("plateau", f"{what} plateaued (needs a recorded curve)", "too short", False)
+    last, before = y[-k:].mean(), y[-2 * k:-k].mean()
+    change = abs(last - before) / max(abs(before), 1e-12)
+    return precondition(
+        "plateau", f"{what}: relative change over the last {window:.0%} <= {tol:g}", float(change), change <= tol
+    )
+
+
+def min_p_value(test: str, n: int, m: int | None = None) -> float:
+    """The smallest two-sided p-value a rank test can return with ``n`` (and ``m``) samples.
+
+    ``"wilcoxon"`` / ``"sign"``: paired, ``2 / 2**n``; ``"mannwhitney"``: two samples of sizes
+    ``n`` and ``m``, ``2 / C(n + m, n)``; ``"t"``: any n >= 2 can reach any level.
+    """
+    if test in ("wilcoxon", "sign"):
+        return min(1.0, 2.0 / 2.0**n)
+    if test == "mannwhitney":
+        if m is None:
+            raise ValueError("mannwhitney needs both sample sizes")
+        return min(1.0, 2.0 / math.comb(n + m, n))
+    if test == "t":
+        return 0.0 if n >= 2 else 1.0
+    raise ValueError(f"unknown test {test!r}; known: wilcoxon, sign, mannwhitney, t")
+
+
+def test_can_reach(test: str, n: int, m: int | None = None, *, alpha: float = 0.05) -> Precondition:
+    """Whether the test can reach ``p < alpha`` with these sample sizes at all."""
+    sizes = f"n = {n}" + (f", m = {m}" if m is not None else "")
+    p_min = min_p_value(test, n, m)
+    return precondition(
+        "power", f"{test} test can reach p < {alpha:g} (smallest p with {sizes})", p_min, p_min < alpha
+    )
+
+
+test_can_reach.__test__ = False  # not a pytest test, despite its name
