@@ -10,10 +10,12 @@ An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is one file,
 
 Checksum and payload live in one file, written atomically (temporary file in the same directory,
 flush, fsync, :func:`os.replace`), so readers see either a whole old entry or a whole new one,
-however many processes write the same key at once; an interrupted write leaves no entry. An
-entry whose checksum does not match (truncated, bit-flipped) or that cannot be unpickled is never
-used: a :class:`CacheCorruptionWarning` names the file, it is renamed to ``*.pt.corrupt`` (kept
-for inspection, not deleted) and the result is recomputed. Entries of the earlier two-file format
+however many processes write the same key at once; an interrupted write leaves no entry. Before
+computing, :func:`cached` checks that it will be able to write the result (an unwritable
+``SYMLIB_CACHE`` fails at once, not after the experiment ran). An entry whose checksum does not
+match (truncated, bit-flipped) or that cannot be unpickled is never used: a
+:class:`CacheCorruptionWarning` names the file, it is renamed to ``*.pt.corrupt`` (kept for
+inspection, not deleted) and the result is recomputed. Entries of the earlier two-file format
 (a bare :func:`torch.save` file with a ``K.json`` sidecar) are misses, recomputed and replaced.
 
 Example::
@@ -95,6 +97,7 @@ def cached(
         found, value = _load(path)
         if found:
             return value
+    _check_writable(folder)  # fail now, not after an hour of computing a result we cannot keep
     value = compute()
     buffer = io.BytesIO()  # serialise before touching the disk: unpicklable results write nothing
     torch.save(value, buffer)
@@ -110,7 +113,7 @@ def cached(
         "torch": torch.__version__,
         "config": _canonical(config, "config"),
     }
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)  # again: a `make clean` may have run meanwhile
     header = json.dumps(meta, sort_keys=True, ensure_ascii=True).encode("ascii")  # one line
     _atomic_write(path, _MAGIC + header + b"\n" + data)
     path.with_suffix(".json").unlink(missing_ok=True)  # a format-1 sidecar, now stale
@@ -184,6 +187,23 @@ def clear(directory: str | os.PathLike | None = None, *, experiment: str | None 
                 path.unlink()
         _rmdir_if_empty(folder)
     _rmdir_if_empty(root)
+
+
+def _check_writable(folder: pathlib.Path) -> None:
+    """Raise a clear :class:`OSError` unless an entry can be written to ``folder``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        # OSError(errno, message) keeps the specific subclass (PermissionError, NotADirectoryError)
+        raise OSError(
+            error.errno,
+            f"cannot write cache entries to {folder} ({error.strerror or error}); nothing was "
+            f"computed. Point the {ENV_VAR} environment variable (now "
+            f"{os.environ.get(ENV_VAR)!r}) or the directory argument at a writable directory",
+        ) from error
 
 
 def _load(path: pathlib.Path) -> tuple[bool, Any]:

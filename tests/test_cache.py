@@ -135,6 +135,41 @@ def test_env_override(tmp_path, monkeypatch):
     assert cache_dir() == pathlib.Path(cache.__file__).resolve().parent.parent / ".cache" / "symlib"
 
 
+def test_cache_pointing_at_a_file_fails_before_computing(tmp_path, monkeypatch):
+    """Runs as root too: no permission bits involved."""
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("not a directory")
+    compute = Counter(1)
+    monkeypatch.setenv("SYMLIB_CACHE", str(a_file))
+    with pytest.raises(OSError, match="SYMLIB_CACHE") as info:
+        cached("exp", "1", {}, compute)
+    assert str(a_file) in str(info.value)
+    with pytest.raises(OSError, match="SYMLIB_CACHE"):  # a path below a file
+        cached("exp", "1", {}, compute, directory=a_file / "cache")
+    assert compute.calls == 0 and a_file.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only dirs"
+)
+def test_read_only_cache_fails_before_computing_but_still_serves_hits(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    assert cached("exp", "1", {"a": 1}, lambda: 5) == 5
+    compute = Counter(1)
+    for folder in (tmp_path / "exp", tmp_path):
+        folder.chmod(0o555)
+    try:
+        assert cached("exp", "1", {"a": 1}, compute) == 5  # a hit needs no write access
+        with pytest.raises(PermissionError, match="SYMLIB_CACHE"):
+            cached("exp", "1", {"a": 2}, compute)  # existing experiment folder
+        with pytest.raises(PermissionError, match="SYMLIB_CACHE"):
+            cached("other", "1", {}, compute)  # folder to be created
+    finally:
+        for folder in (tmp_path / "exp", tmp_path):
+            folder.chmod(0o755)
+    assert compute.calls == 0
+
+
 def corrupt_truncate(path: pathlib.Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
