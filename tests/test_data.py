@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import pathlib
 import struct
 import subprocess
@@ -129,7 +130,7 @@ def test_unknown_source():
 @pytest.mark.parametrize("gz", [False, True])
 def test_load_mnist_from_idx(tmp_path, gz):
     arrays = write_fake_dataset(tmp_path, "mnist", gz=gz)
-    d = data.load_mnist("idx", data_dir=tmp_path)
+    d = data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)  # not the published files
     assert d["x_train"].shape == (12, 784) and d["x_test"].shape == (5, 784)
     np.testing.assert_allclose(
         d["x_train"].numpy(), arrays["x_train"].reshape(12, -1) / 255.0, rtol=1e-6
@@ -137,12 +138,13 @@ def test_load_mnist_from_idx(tmp_path, gz):
     np.testing.assert_array_equal(d["y_test"].numpy(), arrays["y_test"])
     assert d["y_train"].dtype == torch.long and d["x_test"].dtype == torch.float32
     with pytest.raises(ValueError, match="fixed 60k/10k split"):
-        data.load_mnist("idx", data_dir=tmp_path, test_fraction=0.3)
+        data.load_mnist("idx", data_dir=tmp_path, test_fraction=0.3, verify_md5=False)
 
 
 def test_idx_data_dir_from_env(tmp_path, monkeypatch):
     write_fake_dataset(tmp_path, "fashion-mnist", gz=True)
     monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # the environment's way to skip the MD5 check
     assert data.data_root() == tmp_path
     d = data.load_fashion_mnist(flatten=False)
     assert d["x_train"].shape == (12, 1, 28, 28)
@@ -163,7 +165,97 @@ def test_mismatched_idx_files(tmp_path):
     write_fake_dataset(tmp_path, "mnist")
     write_idx(tmp_path / "mnist" / "t10k-labels-idx1-ubyte", np.zeros(4, np.uint8))
     with pytest.raises(ValueError, match="disagree"):
+        data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+
+
+def match_published_md5(monkeypatch, folder: pathlib.Path, name: str = "mnist") -> None:
+    """Make the checksum table list the .gz files in ``folder``, as if they were the published."""
+    md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.glob("*.gz")}
+    monkeypatch.setitem(data.IDX_DATASETS, name, {"base_url": "unused://", "md5": md5})
+
+
+def test_hand_copied_files_are_checked_against_the_published_md5(tmp_path, monkeypatch):
+    arrays = write_fake_dataset(tmp_path, "mnist", gz=True)
+    folder = tmp_path / "mnist"
+    # the real table: random pixels are not MNIST
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz has MD5") as info:
         data.load_mnist("idx", data_dir=tmp_path)
+    assert "SYMLIB_VERIFY_MD5=0" in str(info.value) and "python -m symlib.data download" in (
+        str(info.value)
+    )
+    match_published_md5(monkeypatch, folder)
+    d = data.load_mnist("idx", data_dir=tmp_path)
+    np.testing.assert_array_equal(d["y_train"].numpy(), arrays["y_train"])
+    # one file swapped for another copy: caught, and named
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.roll(arrays["y_test"], 1))
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz has MD5"):
+        data.load_mnist("idx", data_dir=tmp_path)
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # a copy known to differ
+    assert data.load_mnist("idx", data_dir=tmp_path)["y_test"].shape == (5,)
+
+
+def test_uncompressed_files_cannot_be_verified_but_a_gz_beside_them_is_read(tmp_path, monkeypatch):
+    write_fake_dataset(tmp_path, "mnist", gz=False, seed=1)
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte is uncompressed"):
+        data.load_mnist("idx", data_dir=tmp_path)
+    arrays = write_fake_dataset(tmp_path, "mnist", gz=True, seed=2)
+    match_published_md5(monkeypatch, tmp_path / "mnist")
+    d = data.load_mnist("idx", data_dir=tmp_path)  # the verifiable .gz, not the plain copy
+    np.testing.assert_array_equal(d["y_train"].numpy(), arrays["y_train"])
+
+
+@pytest.mark.parametrize(
+    ("key", "array", "code", "message"),
+    [
+        ("y_train", np.arange(101, 113), 0x08, "12 labels outside 0-9 \\(e.g. 101\\)"),
+        ("y_test", np.array([0, 1, 2, 3, 10]), 0x08, "1 labels outside 0-9"),
+        ("y_train", np.zeros((12, 2)), 0x08, "expected \\(N,\\) integer labels"),
+        ("x_train", np.zeros((12, 28, 27)), 0x08, "expected \\(N, 28, 28\\) unsigned bytes"),
+        ("x_test", np.zeros((5, 784)), 0x08, "expected \\(N, 28, 28\\) unsigned bytes"),
+        ("x_test", np.zeros((5, 28, 28)), 0x0D, "float32 images"),
+    ],
+)
+def test_idx_shapes_and_labels_are_validated_even_without_md5(tmp_path, key, array, code, message):
+    write_fake_dataset(tmp_path, "mnist")
+    bad = write_idx(tmp_path / "mnist" / data.IDX_FILES[key], array, code)
+    with pytest.raises(ValueError, match=message) as info:
+        data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+    assert str(bad) in str(info.value)
+
+
+def test_unreadable_idx_file_names_path_and_fix(tmp_path, monkeypatch):
+    """Runs as root too: a directory where a file should be."""
+    write_fake_dataset(tmp_path, "mnist", gz=True)
+    match_published_md5(monkeypatch, tmp_path / "mnist")  # so that verify_md5=True gets to it
+    target = tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz"
+    target.unlink()
+    target.mkdir()
+    for verify in (False, True):
+        with pytest.raises(IsADirectoryError, match="SYMLIB_DATA") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=verify)
+        assert str(target) in str(info.value)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads unreadable files"
+)
+def test_permission_denied_names_path_and_fix(tmp_path):
+    write_fake_dataset(tmp_path, "mnist")
+    image = tmp_path / "mnist" / "train-images-idx3-ubyte"
+    image.chmod(0o000)
+    try:
+        with pytest.raises(PermissionError, match="chmod u\\+r") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+        assert str(image) in str(info.value)
+    finally:
+        image.chmod(0o644)
+    (tmp_path / "mnist").chmod(0o000)
+    try:
+        with pytest.raises(PermissionError, match="SYMLIB_DATA") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+        assert f"directory {tmp_path / 'mnist'}" in str(info.value)
+    finally:
+        (tmp_path / "mnist").chmod(0o755)
 
 
 # --------------------------------------------------------------------------- IDX reader
