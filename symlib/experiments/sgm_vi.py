@@ -51,7 +51,7 @@ import torch
 from symlib import mode_interpolation as mi
 from symlib import mode_proximity as mp
 from symlib.cache import cached
-from symlib.data import load_mnist
+from symlib.data import data_fingerprint, load_mnist
 from symlib.inference import sgm
 from symlib.models import MLPSpec, init_mlp, mlp_forward
 from symlib.profiles import SGMProfile, get_profile
@@ -122,7 +122,8 @@ def run(config: SGMProfile | str, *, seed: int, device: torch.device | str = "cp
             out[part] = cached(f"{CHAPTER}-{part}", VERSION, _key(profile, part, seed),
                                lambda fn=fn: fn(profile, seed), refresh=refresh)
         out["mnist"] = cached(
-            f"{CHAPTER}-mnist", VERSION, {**_key(profile, "mnist", seed), "device": device.type},
+            f"{CHAPTER}-mnist", VERSION, {**_key(profile, "mnist", seed), "device": device.type,
+                                          **data_fingerprint(profile.mnist_source)},
             lambda: mnist_experiment(profile, seed, device=device, progress=progress),
             refresh=refresh)
         out["cost"] = cost_experiment(profile, seed)

@@ -38,7 +38,7 @@ from ..convnets import (
     optunet_permutation_spec,
     resnet_permutation_spec,
 )
-from ..data import gaussian_blobs, load_mnist
+from ..data import data_fingerprint, gaussian_blobs, load_mnist
 from ..models import MLPSpec, mlp_forward
 from ..profiles import SymmetryRemovalProfile
 from ..runtime import torch_threads
@@ -470,7 +470,8 @@ def _compute_all(config: SymmetryRemovalProfile, seed: int) -> dict:
 
 def run(config: SymmetryRemovalProfile, *, seed: int) -> dict:
     """All of chapter 2a's numbers, cached on disk by (profile, seed)."""
-    key = {"profile": dataclasses.asdict(config), "seed": seed}
+    key = {"profile": dataclasses.asdict(config), "seed": seed,
+           **data_fingerprint(config.mnist_source)}
     results = cached(CHAPTER, CACHE_VERSION, key, lambda: _compute(config, seed))
     results["modes"] = mode_count_table()
     results["claims"] = claims(results, config)
