@@ -1,19 +1,22 @@
 """On-disk cache of expensive experiment results, keyed by a hash of the configuration.
 
-An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is two files under
-``<cache_dir>/E/``:
+An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is one file,
+``<cache_dir>/E/K.pt``:
 
-- ``K.pt``: the result, written with :func:`torch.save` (tensors, arrays, dicts, lists, floats);
-- ``K.json``: a sidecar holding the payload's SHA-256 and size, the experiment, version and the
-  canonical configuration (human-readable, for debugging).
+- the line ``symlib-cache``;
+- a one-line JSON header: format, the payload's SHA-256 and size, the experiment, version, key and
+  the canonical configuration (human-readable: ``head -2 K.pt``);
+- the payload, the result written with :func:`torch.save` (tensors, arrays, dicts, lists, floats).
 
-Both are written atomically (temporary file in the same directory, flush, fsync,
-:func:`os.replace`), the sidecar strictly *after* the payload, and an old sidecar is removed
-before its payload is replaced. So a sidecar only ever vouches for a complete payload, and an
-interrupted run leaves at worst a payload without sidecar, which counts as a miss. A payload whose
-checksum does not match (truncated, bit-flipped) or that cannot be unpickled is never used: a
-:class:`CacheCorruptionWarning` names the file, both files are renamed to ``*.corrupt`` (kept for
-inspection, not deleted) and the result is recomputed.
+Checksum and payload live in one file, written atomically (temporary file in the same directory,
+flush, fsync, :func:`os.replace`), so readers see either a whole old entry or a whole new one,
+however many processes write the same key at once; an interrupted write leaves no entry. Before
+computing, :func:`cached` checks that it will be able to write the result (an unwritable
+``SYMLIB_CACHE`` fails at once, not after the experiment ran). An entry whose checksum does not
+match (truncated, bit-flipped) or that cannot be unpickled is never used: a
+:class:`CacheCorruptionWarning` names the file, it is renamed to ``*.pt.corrupt`` (kept for
+inspection, not deleted) and the result is recomputed. Entries of the earlier two-file format
+(a bare :func:`torch.save` file with a ``K.json`` sidecar) are misses, recomputed and replaced.
 
 Example::
 
@@ -49,7 +52,9 @@ T = TypeVar("T")
 
 ENV_VAR = "SYMLIB_CACHE"
 _EXPERIMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_FORMAT = 1
+_FORMAT = 2
+_MAGIC = b"symlib-cache\n"
+_FORMAT_1_START = b"PK\x03\x04"  # format 1 payloads were bare torch.save zip files
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -89,11 +94,12 @@ def cached(
     """
     key = config_key(experiment, version, config)  # validates all arguments first
     folder = (pathlib.Path(directory) if directory is not None else cache_dir()) / experiment
-    payload_path, meta_path = folder / f"{key}.pt", folder / f"{key}.json"
+    path = folder / f"{key}.pt"
     if not refresh:
-        found, value = _load(payload_path, meta_path)
+        found, value = _load(path)
         if found:
             return value
+    _check_writable(folder)  # fail now, not after an hour of computing a result we cannot keep
     value = compute()
     buffer = io.BytesIO()  # serialise before touching the disk: unpicklable results write nothing
     torch.save(value, buffer)
@@ -109,10 +115,10 @@ def cached(
         "torch": torch.__version__,
         "config": _canonical(config, "config"),
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    meta_path.unlink(missing_ok=True)  # never let an old sidecar vouch for a new payload
-    _atomic_write(payload_path, data)
-    _atomic_write(meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    folder.mkdir(parents=True, exist_ok=True)  # again: a `make clean` may have run meanwhile
+    header = json.dumps(meta, sort_keys=True, ensure_ascii=True).encode("ascii")  # one line
+    _atomic_write(path, _MAGIC + header + b"\n" + data)
+    path.with_suffix(".json").unlink(missing_ok=True)  # a format-1 sidecar, now stale
     return value
 
 
@@ -185,29 +191,60 @@ def clear(directory: str | os.PathLike | None = None, *, experiment: str | None 
     _rmdir_if_empty(root)
 
 
-def _load(payload_path: pathlib.Path, meta_path: pathlib.Path) -> tuple[bool, Any]:
-    """``(True, value)`` for a valid entry, ``(False, None)`` for a miss or a bad entry."""
-    if not meta_path.exists() or not payload_path.exists():
-        return False, None  # miss, or a payload whose run was interrupted before its sidecar
+def _check_writable(folder: pathlib.Path) -> None:
+    """Raise a clear :class:`OSError` unless an entry can be written to ``folder``."""
     try:
-        meta = json.loads(meta_path.read_text())
-        expected = meta["sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        _quarantine(payload_path, meta_path, f"its sidecar {meta_path} is unreadable ({error})")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        # OSError(errno, message) keeps the specific subclass (PermissionError, NotADirectoryError)
+        raise OSError(
+            error.errno,
+            f"cannot write cache entries to {folder} ({error.strerror or error}); nothing was "
+            f"computed. Point the {ENV_VAR} environment variable (now "
+            f"{os.environ.get(ENV_VAR)!r}) or the directory argument at a writable directory",
+        ) from error
+
+
+def _load(path: pathlib.Path) -> tuple[bool, Any]:
+    """``(True, value)`` for a valid entry, ``(False, None)`` for a miss or a bad entry."""
+    try:
+        with open(path, "rb") as handle:
+            identity = os.fstat(handle.fileno())  # to quarantine this file, not a newer one
+            data = handle.read()
+    except (FileNotFoundError, NotADirectoryError):  # the latter: the cache path is a file
         return False, None
-    data = payload_path.read_bytes()
-    actual = hashlib.sha256(data).hexdigest()
+    if not data.startswith(_MAGIC):
+        if data.startswith(_FORMAT_1_START):
+            return False, None  # an entry of the earlier format: recomputed and replaced
+        _quarantine(path, identity, "it does not start with the cache's header line")
+        return False, None
+    end = data.find(b"\n", len(_MAGIC))
+    try:
+        if end < 0:
+            raise ValueError("no end of line")
+        meta = json.loads(data[len(_MAGIC) : end])
+        expected, fmt = meta["sha256"], meta["format"]
+    except (ValueError, KeyError, TypeError) as error:
+        _quarantine(path, identity, f"its header is unreadable ({error})")
+        return False, None
+    if fmt != _FORMAT:
+        return False, None  # written by another version of this module: not ours to judge
+    payload = data[end + 1 :]
+    actual = hashlib.sha256(payload).hexdigest()
     if actual != expected:
         _quarantine(
-            payload_path,
-            meta_path,
-            f"its SHA-256 {actual[:12]}... ({len(data)} bytes) does not match the recorded "
+            path,
+            identity,
+            f"its SHA-256 {actual[:12]}... ({len(payload)} bytes) does not match the recorded "
             f"{str(expected)[:12]}... ({meta.get('size')} bytes): truncated or corrupted",
         )
         return False, None
     try:
         # Checksum verified: this is the file we wrote, so unpickling it is safe.
-        return True, torch.load(io.BytesIO(data), weights_only=False, map_location="cpu")
+        return True, torch.load(io.BytesIO(payload), weights_only=False, map_location="cpu")
     except (
         pickle.UnpicklingError,
         ImportError,
@@ -217,20 +254,29 @@ def _load(payload_path: pathlib.Path, meta_path: pathlib.Path) -> tuple[bool, An
         ValueError,
     ) as error:
         # e.g. a class the pickle refers to was renamed or removed since the entry was written
-        _quarantine(
-            payload_path, meta_path, f"it could not be unpickled ({type(error).__name__}: {error})"
-        )
+        _quarantine(path, identity, f"it could not be unpickled ({type(error).__name__}: {error})")
         return False, None
 
 
-def _quarantine(payload_path: pathlib.Path, meta_path: pathlib.Path, reason: str) -> None:
-    """Rename a bad entry's files to ``*.corrupt`` (kept, not deleted) and warn."""
-    for path in (payload_path, meta_path):
-        if path.exists():
-            os.replace(path, path.with_name(path.name + ".corrupt"))
+def _quarantine(path: pathlib.Path, identity: os.stat_result, reason: str) -> None:
+    """Rename a bad entry to ``*.corrupt`` (kept, not deleted) and warn.
+
+    Only the file that was read is moved: if another process has meanwhile replaced the entry
+    (a fresh, valid one) or moved it aside itself, it is left alone.
+    """
+    target = path.with_name(path.name + ".corrupt")
+    try:
+        current = os.stat(path)
+        if (current.st_dev, current.st_ino) != (identity.st_dev, identity.st_ino):
+            raise FileNotFoundError(path)
+        os.replace(path, target)
+        outcome = f"Moved it aside to {target.name}"
+    except FileNotFoundError:
+        outcome = "Another process has replaced or moved it meanwhile"
+    except OSError as error:  # e.g. a read-only cache: keeping the bad file does no harm
+        outcome = f"Could not move it aside ({error})"
     warnings.warn(
-        f"cache entry {payload_path} is invalid: {reason}. Moved it aside to "
-        f"{payload_path.name}.corrupt and recomputing.",
+        f"cache entry {path} is invalid: {reason}. {outcome}; recomputing.",
         CacheCorruptionWarning,
         stacklevel=4,  # point at the caller of cached()
     )

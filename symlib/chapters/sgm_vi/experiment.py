@@ -49,7 +49,7 @@ import pandas as pd
 import torch
 
 from symlib.book.cache import cached
-from symlib.book.data import load_mnist
+from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.profiles import select_profile
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi import mode_interpolation as mi
@@ -124,7 +124,8 @@ def run(config: SGMProfile | str, *, seed: int, device: torch.device | str = "cp
             out[part] = cached(f"{CHAPTER}-{part}", VERSION, _key(profile, part, seed),
                                lambda fn=fn: fn(profile, seed), refresh=refresh)
         out["mnist"] = cached(
-            f"{CHAPTER}-mnist", VERSION, {**_key(profile, "mnist", seed), "device": device.type},
+            f"{CHAPTER}-mnist", VERSION, {**_key(profile, "mnist", seed), "device": device.type,
+                                          **data_fingerprint(profile.mnist_source)},
             lambda: mnist_experiment(profile, seed, device=device, progress=progress),
             refresh=refresh)
         out["cost"] = cost_experiment(profile, seed)

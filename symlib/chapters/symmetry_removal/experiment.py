@@ -28,7 +28,7 @@ from scipy import stats
 
 from symlib import symmetry as sym
 from symlib.book.cache import cached
-from symlib.book.data import gaussian_blobs, load_mnist
+from symlib.book.data import data_fingerprint, gaussian_blobs, load_mnist
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
 from symlib.nn.convnets import OPTUNET_SHAPES, ResNetSpec, init_optunet, optunet_forward
@@ -464,7 +464,8 @@ def _compute_all(config: SymmetryRemovalProfile, seed: int) -> dict:
 
 def run(config: SymmetryRemovalProfile, *, seed: int) -> dict:
     """All of chapter 2a's numbers, cached on disk by (profile, seed)."""
-    key = {"profile": dataclasses.asdict(config), "seed": seed}
+    key = {"profile": dataclasses.asdict(config), "seed": seed,
+           **data_fingerprint(config.mnist_source)}
     results = cached(CHAPTER, CACHE_VERSION, key, lambda: _compute(config, seed))
     results["modes"] = mode_count_table()
     results["claims"] = claims(results, config)
