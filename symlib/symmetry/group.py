@@ -301,18 +301,32 @@ def canonicalise(
     Hidden layers ``l = 1..L`` are processed in order, each on the network already transformed
     by the earlier layers' steps:
 
-    1. if the activation is odd, flip each unit so its first incoming weight ``W_l[i, 0] >= 0``;
+    1. if the activation is odd, flip each unit so its first non-zero incoming entry is
+       positive: ``W_l[i, 0]`` for an ordinary unit; if that is 0, the next non-zero entry of
+       the row, then the bias;
     2. if it is positively homogeneous and ``normalise``, rescale each unit so its incoming
        weight row ``W_l[i, :]`` has norm ``target_norm`` (the bias is rescaled with it but not
-       counted in the norm), compensating in ``W_{l+1}[:, i]``;
+       counted in the norm), compensating in ``W_{l+1}[:, i]``. A dead unit (zero row) is
+       rescaled so its bias has magnitude ``target_norm`` instead;
     3. sort units by descending first incoming weight, biases and outgoing columns following.
 
     The output layer keeps its order. For other weight shapes (e.g. conv ``(out, in, kh, kw)``)
-    the "first incoming weight" is the first entry of the flattened non-unit axes. Ties in it are
-    broken by the bias (the next incoming entry), then by the current order. They are exact
-    and certain for a normalised layer of fan-in 1 (every key is +-1), where the bias settles
-    them; otherwise they have measure zero, but a tie the bias cannot break leaves the result
+    the "first incoming weight" is the first entry of the flattened non-unit axes, and "the
+    bias" is every other incoming entry of the spec. Ties in it are broken by the bias (the next
+    incoming entry), then by the current order. They are exact and certain for a normalised layer
+    of fan-in 1 (every key is +-1) and among dead units (key 0; a rescaled dead unit's bias key is
+    +-1); otherwise they have measure zero. A tie the bias cannot break leaves the result
     dependent on the input's order. Batched params are canonicalised sample by sample.
+
+    A unit whose incoming weights and bias are all zero outputs ``f(0) = 0`` whatever its
+    outgoing weights. It is left alone: not flipped, not rescaled (its outgoing weights keep
+    their scale for any ``target_norm``), and sorted with keys 0. Its sign and scale cannot be
+    fixed from its outgoing weights: the next layer's steps permute, flip and rescale those
+    afterwards, so such a rule would break idempotence. Hence ``canonicalise`` is idempotent for
+    every network, and returns one point for every copy ``g . params`` whose ``g`` leaves the
+    sign and scale of all-zero units alone, provided no two units of a layer tie on all keys
+    (e.g. two all-zero units, or two dead units whose biases end up equal: under ReLU when they
+    have the same sign, with an activation that is odd and homogeneous always).
 
     ``spec`` may also be a :class:`PermutationSpec` (convnets, :mod:`symlib.nn.convnets`); the
     network is then taken to be a ReLU network (no sign flips; rescaling when ``normalise``),
@@ -400,10 +414,15 @@ def _canonicalising_element(
         entries = [_unit_rows(cur, key, axis, ps) for key, axis in ps.incoming[name]]
         rows = entries[0]  # (*batch, units, fan_in): the incoming weight
         first = rows[..., 0]
-        s = torch.where(first < 0, -1.0, 1.0).to(rows.dtype) if flip else torch.ones_like(first)
+        incoming = torch.cat(entries, -1)  # all of a unit's incoming entries, its row first
+        s = _sign_of_first_nonzero(incoming) if flip else torch.ones_like(first)
         norm = torch.linalg.vector_norm(rows, dim=-1) if rescale else torch.ones_like(first)
-        # a dead unit (zero row) has no scale to fix: leave it alone rather than divide by 0
-        norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+        if rescale:  # a dead unit (zero row) takes its scale from its other incoming entries
+            rest = torch.linalg.vector_norm(incoming[..., rows.shape[-1] :], dim=-1)
+            norm = torch.where(norm > 0, norm, rest)
+        # a unit with no non-zero incoming entry has no scale to fix: leave it alone (factor 1)
+        live = norm > 0
+        norm = torch.where(live, norm, torch.ones_like(norm))
         # Sort keys are computed as s * x / norm, not s * (target / norm) * x: with fan-in 1 the
         # former is exactly +-1 for every unit, so the tie is exact and the bias (next incoming
         # entry) breaks it the same way on every copy of the network.
@@ -418,11 +437,18 @@ def _canonicalising_element(
         if flip:
             signs[name] = torch.take_along_dim(s, perm, -1)
         if rescale:
-            scales[name] = torch.take_along_dim(target_norm / norm, perm, -1)
+            factor = torch.where(live, target_norm / norm, torch.ones_like(norm))
+            scales[name] = torch.take_along_dim(factor, perm, -1)
         step = GroupElement({name: perm}, _pick(signs, name), _pick(scales, name))
         # the next layer's "first incoming weight" refers to this layer's canonical unit 0
         cur = apply_group_element(cur, ps, step)
     return GroupElement(perms, signs or None, scales or None)
+
+
+def _sign_of_first_nonzero(x: torch.Tensor) -> torch.Tensor:
+    """-1 where the first non-zero entry along the last axis is negative, else +1 (all zero)."""
+    lead = x.take_along_dim((x != 0).to(x.dtype).argmax(-1, keepdim=True), -1).squeeze(-1)
+    return torch.where(lead < 0, -1.0, 1.0).to(x.dtype)
 
 
 def _unit_rows(params: Params, key: str, axis: int, ps: PermutationSpec) -> torch.Tensor:

@@ -24,6 +24,13 @@ is linear in ``P_l``,
 ``scipy.optimize.linear_sum_assignment``. Layers are visited in random order until no step
 improves. With one hidden layer the first step is already the global optimum.
 
+Convnets use the same step: every axis but the permuted one is flattened (a conv kernel's
+input channels and spatial taps alike). An axis entry with a block size contributes the inner
+product of whole blocks; where two perms act on one axis (OptuNet's channel swap and the perm
+within each conv group), the objective stays linear in either: with ``g . W = Q_after P Q_before
+W`` on that axis, ``<W^A, g . W^B> = <Q_after^-1 W^A, P (Q_before W^B)>``. A perm with
+``groups`` is assigned group by group, so it never leaves its group.
+
 **Activation matching** (:func:`activation_matching`, Ainsworth et al., Sec. 3.1): for each hidden
 layer ``l`` independently, ``max_{P_l} <P_l, Z_l^A (Z_l^B)^T>`` with ``Z_l`` the post-activation
 features ``f(h_l)`` of the units on a set of inputs (units x inputs).
@@ -31,7 +38,7 @@ features ``f(h_l)`` of the units on a set of inputs (units x inputs).
 The permutations are :class:`symlib.symmetry.GroupElement` objects in the convention of
 :mod:`symlib.symmetry` (new unit ``i`` is old unit ``perms[name][i]``), so the matched copy of
 ``B`` is ``apply_group_element(params_b, spec, g)``. Everything is driven by a
-:class:`~symlib.symmetry.PermutationSpec`, so any depth (and, later, convnets) share the code.
+:class:`~symlib.symmetry.PermutationSpec`, so MLPs of any depth and convnets share the code.
 """
 
 from __future__ import annotations
@@ -142,6 +149,10 @@ def weight_matching(
 
     Returns:
         ``g`` with ``apply_group_element(params_b, spec, g)`` the matched copy of ``B``.
+
+    Raises:
+        ValueError: an axis entry of the spec does not fit its parameter (axis length not
+            ``units * block``).
     """
     ps = _pspec(spec)
     nb = _n_batch(params_b, ps)
@@ -154,15 +165,15 @@ def weight_matching(
         perms.update({k: v.clone() for k, v in init.perms.items()})
     a = {k: v.detach().to(torch.float64).cpu() for k, v in params_a.items()}
     b = {k: v.detach().to(torch.float64).cpu() for k, v in params_b.items()}
-    axes_of = _axes_of(ps)
+    _check_axis_sizes(a, ps)
     for _ in range(max_iter):
         improved = False
         order = (torch.randperm(len(names), generator=generator).tolist() if generator is not None
                  else range(len(names)))
         for idx in order:
             name = names[idx]
-            cost = _weight_cost(a, b, ps, name, perms, axes_of).numpy()
-            _, cols = linear_sum_assignment(cost, maximize=True)
+            cost = _weight_cost(a, b, ps, name, perms).numpy()
+            cols = _assign(cost, ps.groups.get(name, 1))
             rows = np.arange(len(cols))
             old = cost[rows, perms[name].numpy()].sum()
             new = cost[rows, cols].sum()
@@ -180,7 +191,7 @@ def matching_objective(params_a: Params, params_b: Params, spec, g: GroupElement
 
     ps = _pspec(spec)
     moved = apply_group_element(params_b, ps, g)
-    keys = {key for axes in ps.perm_to_axes.values() for key, _ in axes}
+    keys = {entry[0] for axes in ps.perm_to_axes.values() for entry in axes}
     return float(sum((params_a[k].double() * moved[k].double()).sum() for k in keys))
 
 
@@ -276,26 +287,59 @@ def _n_batch(params: Params, ps: PermutationSpec) -> int:
     return params[key].ndim - ps.param_ndims[key]
 
 
-def _axes_of(ps: PermutationSpec) -> dict[str, dict[int, str]]:
-    out: dict[str, dict[int, str]] = {}
-    for name, axes in ps.perm_to_axes.items():
-        for key, axis in axes:
-            out.setdefault(key, {})[axis] = name
-    return out
+def _entries(ps: PermutationSpec, name: str) -> list[tuple[str, int, int]]:
+    """``(key, axis, block)`` for every axis entry of ``name`` (block 1 where the spec has none)."""
+    return [(e[0], e[1], e[2] if len(e) > 2 else 1) for e in ps.perm_to_axes[name]]
 
 
-def _weight_cost(a, b, ps, name, perms, axes_of) -> Tensor:
-    """``C_l``: sum over the weights touching ``name`` of ``W^A[axis] (P W^B)[axis]^T``."""
+def _check_axis_sizes(params: Params, ps: PermutationSpec) -> None:
+    for name, n in ps.perm_sizes.items():
+        for key, axis, block in _entries(ps, name):
+            size = params[key].shape[axis]
+            if size != n * block:
+                raise ValueError(
+                    f"axis entry {(key, axis, block)} of perm {name!r}: axis has "
+                    f"{size} entries, not {n} units x block {block}"
+                )
+
+
+def _weight_cost(a, b, ps, name, perms) -> Tensor:
+    """``C_l``: sum over the axes touched by ``name`` of ``W^A[axis] (g' . W^B)[axis]^T``.
+
+    ``g'`` is the current element without ``name``; rows and columns are whole blocks, every
+    other axis is flattened. On an axis ``name`` shares with other perms, those listed before it
+    act first and are applied to ``B``; those listed after act on its result, and are undone on
+    ``A`` instead (in reverse order), which leaves the objective linear in ``name``.
+    """
     n = ps.perm_sizes[name]
+    names = list(ps.perm_to_axes)
     cost = torch.zeros(n, n, dtype=torch.float64)
-    for key, axis in ps.perm_to_axes[name]:
-        wb = b[key]
-        for other_axis, other in axes_of[key].items():
-            if other_axis != axis:
-                wb = wb.index_select(other_axis, perms[other])
-        wa = a[key].movedim(axis, 0).reshape(n, -1)
-        cost += wa @ wb.movedim(axis, 0).reshape(n, -1).T
+    for key, axis, block in _entries(ps, name):
+        wa, wb, after = a[key], b[key], []
+        for other in names:
+            for okey, oaxis, oblock in _entries(ps, other):
+                if okey != key or (other == name and oaxis == axis):
+                    continue
+                # a perm of blocks, as the perm of the axis' entries it makes
+                p = (perms[other].unsqueeze(-1) * oblock + torch.arange(oblock)).flatten()
+                if oaxis != axis or names.index(other) < names.index(name):
+                    wb = wb.index_select(oaxis, p)
+                else:
+                    after.append(p)
+        for p in reversed(after):
+            wa = wa.index_select(axis, torch.argsort(p))
+        cost += wa.movedim(axis, 0).reshape(n, -1) @ wb.movedim(axis, 0).reshape(n, -1).T
     return cost
+
+
+def _assign(cost: np.ndarray, n_groups: int) -> np.ndarray:
+    """Maximising assignment, each of ``n_groups`` contiguous blocks of units onto itself."""
+    size = len(cost) // n_groups
+    cols = []
+    for lo in range(0, len(cost), size):
+        _, c = linear_sum_assignment(cost[lo : lo + size, lo : lo + size], maximize=True)
+        cols.append(c + lo)
+    return np.concatenate(cols)
 
 
 def _batched(match_one, params_b: Params, ps: PermutationSpec, nb: int) -> GroupElement:

@@ -300,3 +300,124 @@ def test_grouped_perms_stay_in_their_group():
     assert set(perm[:3].tolist()) == {0, 1, 2}
     assert (a[perm[:3], 0].diff() <= 0).all() and (a[perm[3:], 0].diff() <= 0).all()
     assert symm.spec_log10_order(ps) == pytest.approx(2 * math.log10(6))
+
+
+# --- canonicalisation of degenerate units ---------------------------------------------------
+
+FIRST_ZERO, DEAD, ALL_ZERO = "first weight 0", "zero row, bias kept", "row and bias 0"
+
+
+@st.composite
+def nets_with_degenerate_units(draw):
+    """(spec, params, seed, all-zero units per perm): ReLU / tanh / identity nets with fan-in >= 2
+    where each hidden layer may hold one unit of each kind: first incoming weight exactly 0
+    (the weight from the previous layer's canonical unit 0), zero weight row with its bias kept,
+    and zero row and bias. One of a kind per layer: two would tie on every sort key (fan-in 1
+    would make a "first weight 0" unit a second dead one)."""
+    widths = (
+        draw(st.integers(2, 4)),
+        *draw(st.lists(st.integers(2, 5), min_size=1, max_size=3)),
+        draw(st.integers(1, 3)),
+    )
+    spec = MLPSpec(widths, draw(st.sampled_from(ODD + HOMOGENEOUS)))
+    seed = draw(st.integers(0, 2**31 - 1))
+    w = init_mlp(spec, gen(seed), dtype=torch.float64)
+    all_zero = {}
+    for layer, n in enumerate(spec.hidden_widths, start=1):
+        units = draw(st.permutations(range(n)))
+        kinds = draw(
+            st.lists(
+                st.sampled_from((FIRST_ZERO, DEAD, ALL_ZERO, None)), min_size=n, max_size=n
+            ).filter(lambda ks: all(ks.count(k) <= 1 for k in (FIRST_ZERO, DEAD, ALL_ZERO)))
+        )
+        # the previous layers are final, so their canonical unit 0 is known
+        first = 0 if layer == 1 else int(canonicalising_element(w, spec).perms[f"P{layer - 1}"][0])
+        for unit, kind in zip(units, kinds):
+            if kind == FIRST_ZERO:
+                w[f"W{layer}"][unit, first] = 0.0
+            elif kind in (DEAD, ALL_ZERO):
+                w[f"W{layer}"][unit] = 0.0
+            if kind == ALL_ZERO:
+                w[f"b{layer}"][unit] = 0.0
+                all_zero[f"P{layer}"] = unit
+    return spec, w, seed, all_zero
+
+
+def _sparing(g: GroupElement, units: dict[str, int]) -> GroupElement:
+    """``g`` with sign +1 and scale 1 on the given (old) units: new unit i is old perms[i]."""
+    signs, scales = (None if d is None else dict(d) for d in (g.signs, g.scales))
+    for name, unit in units.items():
+        keep = g.perms[name] == unit
+        for d in (signs, scales):
+            if d is not None:
+                d[name] = torch.where(keep, 1.0, d[name])
+    return GroupElement(g.perms, signs, scales)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nets_with_degenerate_units(), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 2.5]))
+def test_canonicalise_degenerate_units(net, gseed, target):
+    spec, w, seed, all_zero = net
+    c = canonicalise(w, spec, target_norm=target)
+    x = inputs(spec, seed)
+    torch.testing.assert_close(
+        mlp_forward(c, x, spec), mlp_forward(w, x, spec), rtol=1e-10, atol=1e-12
+    )
+    assert_params_close(canonicalise(c, spec, target_norm=target), c)  # idempotent
+    h = _sparing(sample_group_element(spec, gen(gseed)), all_zero)
+    assert_params_close(canonicalise(apply_group_element(w, spec, h), spec, target_norm=target), c)
+    for layer in range(1, len(spec.hidden_widths) + 1):
+        wl, bl = c[f"W{layer}"], c[f"b{layer}"]
+        dead = (wl == 0).all(dim=1)
+        if spec.activation in ODD:  # the first non-zero incoming entry is positive
+            for row in torch.cat([wl, bl[:, None]], dim=1):
+                assert row[row != 0][:1].ge(0).all()
+        if spec.activation in HOMOGENEOUS:  # live rows, then dead units' biases, at the target
+            norms = torch.where(dead, bl.abs(), torch.linalg.vector_norm(wl, dim=1))
+            torch.testing.assert_close(norms[norms > 0], torch.full_like(norms[norms > 0], target))
+
+
+@pytest.mark.parametrize("target", [1.0, 2.5])
+def test_all_zero_unit_is_left_alone(target):
+    """A unit with zero row and bias is neither flipped nor rescaled: its outgoing weights keep
+    their values (up to the sort), whatever the target norm."""
+    for activation in (Activation.RELU, Activation.TANH):
+        spec = MLPSpec((3, 4, 2), activation)
+        w = init_mlp(spec, gen(0), dtype=torch.float64)
+        w["W1"][2], w["b1"][2] = 0.0, 0.0
+        g = canonicalising_element(w, spec, target_norm=target)
+        new = int((g.perms["P1"] == 2).nonzero())
+        for d in (g.signs, g.scales):
+            if d is not None:
+                assert d["P1"][new] == 1.0
+        c = apply_group_element(w, spec, g)
+        assert torch.equal(c["W2"][:, new], w["W2"][:, 2])
+        assert (c["W1"][new] == 0).all() and c["b1"][new] == 0
+
+
+def test_tanh_unit_with_first_weight_zero_and_its_flipped_copy():
+    spec = MLPSpec((3, 4, 2), Activation.TANH)
+    w = init_mlp(spec, gen(1), dtype=torch.float64)
+    w["W1"][1, 0] = 0.0
+    flipped = apply_group_element(
+        w, spec, GroupElement({"P1": torch.arange(4)}, {"P1": torch.tensor([1.0, -1.0, 1.0, 1.0])})
+    )
+    assert_params_close(canonicalise(flipped, spec), canonicalise(w, spec), rtol=0, atol=0)
+
+
+def test_dead_optunet_channel_canonicalises_idempotently_and_invariantly():
+    from symlib.nn.convnets import init_optunet
+    from symlib.symmetry import optunet_permutation_spec
+
+    ps = optunet_permutation_spec()
+    w = init_optunet(gen(0), dtype=torch.float64)
+    w["W2"][7] = 0.0  # a dead conv2 channel: no bias, so no scale to fix
+    w["W3"][1] = 0.0  # a dead head unit, its bias kept
+    c = canonicalise(w, ps, target_norm=2.5)
+    assert_params_close(canonicalise(c, ps, target_norm=2.5), c)
+    for s in range(5):
+        h = symm.sample_spec_element(ps, gen(s))
+        # P1 moves conv2's blocks before P2 acts: find where the dead channel lands
+        moved = apply_group_element(w, ps, GroupElement(h.perms))["W2"]
+        h.scales["P2"][(moved.flatten(1) == 0).all(1)] = 1.0
+        assert_params_close(canonicalise(apply_group_element(w, ps, h), ps, target_norm=2.5), c)

@@ -8,8 +8,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from symlib.nn.convnets import init_optunet, optunet_forward
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
-from symlib.symmetry import GroupElement, apply_group_element, rebasin, sample_group_element
+from symlib.symmetry import (
+    GroupElement,
+    PermutationSpec,
+    apply_group_element,
+    optunet_permutation_spec,
+    rebasin,
+    sample_group_element,
+    sample_spec_element,
+)
 
 
 def _bfs_swap_distances(n: int) -> dict[tuple, int]:
@@ -170,3 +179,154 @@ def test_interpolate_end_points_and_midpoint():
         torch.testing.assert_close(path[k][0], a[k])
         torch.testing.assert_close(path[k][2], b[k])
         torch.testing.assert_close(path[k][1], 0.5 * (a[k] + b[k]))
+
+
+# --- convnets: block axes, perms sharing an axis, grouped perms -----------------------------
+
+
+def _tiny_conv_spec() -> PermutationSpec:
+    """OptuNet's structure at toy size: conv 1->2 (k2), grouped conv 2->6 (2 groups, k2), 6->2->3.
+
+    Same entry kinds as :func:`optunet_permutation_spec`: ``P1`` swaps conv1's channels and
+    moves conv2's blocks of 3 along, ``P2`` permutes conv2's channels within their group (3 wide,
+    so not every perm is its own inverse).
+    """
+    axes = {
+        "P1": (("W1", 0), ("W2", 0, 3), ("W3", 1, 3)),
+        "P2": (("W2", 0), ("W3", 1)),
+        "P3": (("W3", 0), ("b3", 0), ("W4", 1)),
+    }
+    incoming = {"P1": (("W1", 0),), "P2": (("W2", 0),), "P3": (("W3", 0), ("b3", 0))}
+    ndims = {k: len(s) for k, s in _TINY_SHAPES.items()}
+    return PermutationSpec(
+        axes, {"P1": 2, "P2": 6, "P3": 2}, incoming, ndims, {"P1": (("W3", 1, 3),)}, {"P2": 2}
+    )
+
+
+_TINY_SHAPES = {
+    "W1": (2, 1, 2, 2),
+    "W2": (6, 1, 2, 2),
+    "W3": (2, 6),
+    "b3": (2,),
+    "W4": (3, 2),
+    "b4": (3,),
+}
+
+
+def _tiny_conv_forward(p, x):
+    h = torch.relu(torch.nn.functional.conv2d(x, p["W1"]))
+    h = torch.relu(torch.nn.functional.conv2d(h, p["W2"], groups=2)).mean(dim=(-2, -1))
+    return torch.relu(h @ p["W3"].T + p["b3"]) @ p["W4"].T + p["b4"]
+
+
+def _tiny_conv_net(seed):
+    gen = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(s, generator=gen, dtype=torch.float64) for k, s in _TINY_SHAPES.items()}
+
+
+def _noisy(params, seed, sd=0.05):
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        k: v + sd * torch.randn(v.shape, generator=gen, dtype=v.dtype) for k, v in params.items()
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_weight_matching_recovers_an_optunet_permutation_exactly(seed):
+    ps = optunet_permutation_spec()
+    a = init_optunet(torch.Generator().manual_seed(seed), dtype=torch.float64)
+    g = sample_spec_element(ps, torch.Generator().manual_seed(100 + seed), scales=False)
+    b = apply_group_element(a, ps, g)
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    x = torch.randn(
+        8, 1, 28, 28, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
+    torch.testing.assert_close(optunet_forward(b, x), optunet_forward(a, x))  # same function
+    found = rebasin.weight_matching(a, b, ps, generator=torch.Generator().manual_seed(seed))
+    matched = apply_group_element(b, ps, found)
+    for k in a:  # entries of a are distinct: only the exact inverse of g maps b back onto a
+        assert torch.equal(matched[k], a[k]), k
+    # a noisy copy is matched by the same element
+    noisy = rebasin.weight_matching(a, apply_group_element(_noisy(a, seed, 0.01), ps, g), ps)
+    for name in ps.perm_sizes:
+        assert torch.equal(noisy.perms[name], found.perms[name]), name
+
+
+def test_tiny_conv_spec_is_a_symmetry_of_its_network():
+    ps, a = _tiny_conv_spec(), _tiny_conv_net(0)
+    x = torch.randn(5, 1, 5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    elements = _all_spec_elements(ps)
+    for i in torch.randperm(len(elements), generator=torch.Generator().manual_seed(1))[:12]:
+        h = elements[i]
+        torch.testing.assert_close(
+            _tiny_conv_forward(apply_group_element(a, ps, h), x), _tiny_conv_forward(a, x)
+        )
+
+
+def _all_spec_elements(ps: PermutationSpec) -> list[GroupElement]:
+    """Every element of the perm group a spec allows (grouped perms stay in their groups)."""
+    choices = []
+    for name, n in ps.perm_sizes.items():
+        size = n // ps.groups.get(name, 1)
+        per_group = [
+            [tuple(lo + i for i in p) for p in itertools.permutations(range(size))]
+            for lo in range(0, n, size)
+        ]
+        choices.append([sum(parts, ()) for parts in itertools.product(*per_group)])
+    return [
+        GroupElement({name: torch.tensor(p) for name, p in zip(ps.perm_sizes, combo)})
+        for combo in itertools.product(*choices)
+    ]
+
+
+def test_conv_weight_matching_against_brute_force():
+    ps, a = _tiny_conv_spec(), _tiny_conv_net(1)
+    elements = _all_spec_elements(ps)
+    assert len(elements) == 2 * 6 * 6 * 2  # 2! x (3!)^2 x 2!
+    g = sample_spec_element(ps, torch.Generator().manual_seed(3), scales=False)
+    noisy = apply_group_element(_noisy(a, 4), ps, g)
+    for b in (noisy, _tiny_conv_net(5)):
+        found = rebasin.weight_matching(a, b, ps)
+        value = rebasin.matching_objective(a, b, ps, found)
+        brute = max(rebasin.matching_objective(a, b, ps, h) for h in elements)
+        assert value <= brute + 1e-9
+        # P2 stayed within its groups
+        assert any(
+            all(torch.equal(found.perms[k], h.perms[k]) for k in ps.perm_sizes) for h in elements
+        )
+        # coordinate-wise optimal: no change of a single perm improves
+        for h in elements:
+            differing = [k for k in ps.perm_sizes if not torch.equal(h.perms[k], found.perms[k])]
+            if len(differing) == 1:
+                assert rebasin.matching_objective(a, b, ps, h) <= value + 1e-9
+        if b is noisy:
+            assert value == pytest.approx(brute, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+def test_every_conv_matching_step_is_an_exact_maximisation(seed):
+    """One pass in forward order from sampled starts: each perm's step, the others held at their
+    values at that moment, reaches the brute-force maximum over that perm alone."""
+    ps, a, b = _tiny_conv_spec(), _tiny_conv_net(seed), _tiny_conv_net(seed + 10)
+    elements = _all_spec_elements(ps)
+    names = list(ps.perm_sizes)
+    starts = torch.randperm(len(elements), generator=torch.Generator().manual_seed(seed))[:8]
+    for start in (elements[i] for i in starts):
+        found = rebasin.weight_matching(a, b, ps, init=start, max_iter=1)
+        for i, name in enumerate(names):
+            held = {**start.perms, **{k: found.perms[k] for k in names[:i]}}
+            best = max(
+                rebasin.matching_objective(a, b, ps, GroupElement({**held, name: h.perms[name]}))
+                for h in elements
+            )
+            got = rebasin.matching_objective(
+                a, b, ps, GroupElement({**held, name: found.perms[name]})
+            )
+            assert got == pytest.approx(best, rel=1e-12), (name, start.perms)
+
+
+def test_weight_matching_rejects_an_axis_entry_that_does_not_fit():
+    ps = PermutationSpec({"P": (("W", 0, 3),)}, {"P": 2}, {"P": (("W", 0, 3),)}, {"W": 2})
+    w = torch.randn(5, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"\('W', 0, 3\) of perm 'P'"):
+        rebasin.weight_matching({"W": w}, {"W": w}, ps)
