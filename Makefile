@@ -6,6 +6,7 @@
 #   make book                          execute every chapter (PROFILE=quick) and build _build/html
 #   make book PROFILE=paper DEVICE=cuda
 #   make chapter CHAPTER=00_symmetries rerun one chapter, then rebuild the book
+#   make publish CHAPTER=...           copy a finished full run to published/full/ (all: no CHAPTER)
 #   make browser-test                  open every built page in headless Chromium
 #   make clean                         remove executed notebooks, results, the cache and the build
 
@@ -30,7 +31,7 @@ MIN_PYTHON := 3.11.5
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test book execute build chapter browser-test clean chapters
+.PHONY: install lint test book publish execute build chapter browser-test clean chapters
 
 install: $(STAMP)
 
@@ -64,6 +65,9 @@ chapter: $(STAMP)
 
 chapters: $(STAMP)
 	@$(PY) -m symlib.book.pipeline chapters
+
+publish: $(STAMP)
+	$(PY) -m symlib.book.published publish $(CHAPTER)
 
 browser-test: $(STAMP)
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py

@@ -1,0 +1,168 @@
+"""Published `full` runs: the converged numbers shown in the book beside the quick build's.
+
+``published/full/<chapter>.json`` is the results file of the latest `full` run of a chapter
+(tables, claims with preconditions, robustness, wall time, device, commit, profile and code
+hashes), and ``published/full/<chapter>/`` holds the figures that run drew (PNG, taken from the
+executed notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the book
+reads it, marks a chapter whose profile or code changed since (:func:`staleness`) and never
+fails on that.
+
+    python -m symlib.book.published publish [CHAPTER ...]   # after a full run of those chapters
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from symlib.book.paths import project_root_or_cwd
+from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
+from symlib.book.results import results_dir
+
+__all__ = ["TIER", "load", "publish", "published_dir", "staleness", "tier_summary", "verdicts_by_tier"]
+
+TIER = "full"
+MAX_FIGURE_BYTES = 2_000_000
+"""Figures larger than this are not published (the repository keeps only small files)."""
+
+
+def published_dir() -> Path:
+    """``published/full/`` in the book's checkout."""
+    return project_root_or_cwd() / "published" / TIER
+
+
+def publish(chapter: str, *, source: Path | None = None, executed: Path | None = None,
+            dest: Path | None = None) -> Path:
+    """Copy the finished `full` run of ``chapter`` (results file and figures) to ``dest``.
+
+    Raises:
+        FileNotFoundError: no results file for the chapter.
+        ValueError: the results file is not of a `full` run, or has no provenance.
+    """
+    source = Path(source) if source is not None else results_dir()
+    executed = Path(executed) if executed is not None else project_root_or_cwd() / "executed"
+    dest = Path(dest) if dest is not None else published_dir()
+    path = source / f"{chapter}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no results file {path}: run `make chapter CHAPTER={chapter} PROFILE={TIER}` first")
+    record = json.loads(path.read_text())
+    if record.get("profile") != TIER:
+        raise ValueError(f"{path} is a {record.get('profile')!r} run; only `{TIER}` runs are published")
+    if not record.get("provenance"):
+        raise ValueError(f"{path} has no provenance (made by an older version): rerun the chapter")
+    record["published"] = datetime.now(UTC).isoformat(timespec="seconds")
+    dest.mkdir(parents=True, exist_ok=True)
+    figures = dest / chapter
+    shutil.rmtree(figures, ignore_errors=True)
+    record["figures"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
+    out = dest / f"{chapter}.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
+    tmp.replace(out)
+    return out
+
+
+def _extract_figures(notebook: Path, folder: Path) -> list[str]:
+    """Write the PNG outputs of an executed notebook as ``figure-<n>.png``; their names."""
+    if not notebook.is_file():
+        return []
+    names = []
+    for cell in json.loads(notebook.read_text()).get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get("image/png")
+            if not data:
+                continue
+            raw = base64.b64decode(data if isinstance(data, str) else "".join(data))
+            if len(raw) > MAX_FIGURE_BYTES:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f"figure-{len(names) + 1}.png"
+            (folder / name).write_bytes(raw)
+            names.append(name)
+    return names
+
+
+def load(chapter: str, directory: Path | None = None) -> dict | None:
+    """The published `full` record of ``chapter``, or None."""
+    path = (Path(directory) if directory is not None else published_dir()) / f"{chapter}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def staleness(record: dict, current_profile, notebook: Path | None = None) -> list[str]:
+    """Why a published record no longer matches this version ([] when it does).
+
+    Args:
+        record: a published record (:func:`load`).
+        current_profile: the chapter's `full` profile in this version (None: it has none).
+        notebook: the chapter's notebook (default ``notebooks/<chapter>.md`` in the checkout).
+    """
+    prov = record.get("provenance") or {}
+    if current_profile is None:
+        return ["this version has no `full` profile for the chapter"]
+    if notebook is None:
+        notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
+    reasons = []
+    if prov.get("profile_hash") != profile_hash(current_profile):
+        reasons.append("the `full` profile changed since")
+    if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook):
+        reasons.append("the code changed since")
+    return reasons
+
+
+def _verdict(claim: dict) -> str:
+    return claim.get("verdict") or {True: "holds", False: "does not hold", None: "not judged"}[claim["holds"]]
+
+
+def verdicts_by_tier(quick: dict | None, full: dict | None):
+    """One row per claim: the paper's statement, this build's verdict and the published one."""
+    import pandas as pd
+
+    rows: dict[str, dict] = {}
+    for tier, record in (("quick", quick), (TIER, full)):
+        for c in (record or {}).get("claims", []):
+            row = rows.setdefault(c["id"], {"claim": c["text"], "paper": c["paper"], "quick": "—", TIER: "—"})
+            row[tier] = _verdict(c)
+    return pd.DataFrame(list(rows.values()), columns=["claim", "paper", "quick", TIER])
+
+
+def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
+    """A one-line account of a record: claims held / not / not judged, device, date, commit."""
+    if record is None:
+        return "not published"
+    claims = [c for c in record["claims"] if c.get("kind", "claim") == "claim"]
+    held = sum(c["holds"] is True for c in claims)
+    failed = sum(c["holds"] is False for c in claims)
+    prov = record.get("provenance") or {}
+    commit = (prov.get("commit") or "unknown commit")[:12]
+    line = (f"{held} hold, {failed} do not, {len(claims) - held - failed} not judged "
+            f"({record['device']}, {record.get('published', '')[:10]}, {commit}, "
+            f"{record['wall_time_s'] / 60:.0f} min)")
+    return line + (f" — from an older version of the code: {'; '.join(stale)}" if stale else "")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m symlib.book.published", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    pub = sub.add_parser("publish", help=f"copy finished `{TIER}` runs to published/{TIER}/")
+    pub.add_argument("chapters", nargs="*", help="default: every chapter with a full results file")
+    args = parser.parse_args(argv)
+    chapters = args.chapters or sorted(
+        p.stem for p in results_dir().glob("*.json")
+        if json.loads(p.read_text()).get("profile") == TIER and p.stem != "reproducibility"
+    )
+    if not chapters:
+        raise SystemExit(f"no `{TIER}` results in {results_dir()}: run `make book PROFILE={TIER}` first")
+    for chapter in chapters:
+        try:
+            out = publish(chapter)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"{chapter}: {err}") from None
+        print(f"[symlib] published {chapter} -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Publishing full runs, and telling when a published run is from an older version."""
+
+import base64
+import dataclasses
+import json
+
+import pytest
+
+from symlib.book import published as pub
+from symlib.book.provenance import profile_hash
+from symlib.book.results import ChapterResults, precondition
+from symlib.chapters.ortho_skip.profiles import PROFILES
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def _run(tmp_path, profile_name="full", config=None):
+    config = config or PROFILES["smoke"]
+    results = ChapterResults("01_ortho_skip", profile_name, 0, "cpu", config=config)
+    results.add_claim(
+        "a",
+        "plain VI underfits",
+        "yes",
+        "ours",
+        True,
+        criterion="x",
+        preconditions=[precondition("plateau", "ELBO plateaued", 0.001, True)],
+    )
+    results.add_claim(
+        "b",
+        "skips help",
+        "yes",
+        "ours",
+        None,
+        preconditions=[precondition("plateau", "ELBO plateaued", 0.2, False)],
+    )
+    results.write(tmp_path / "results")
+    notebook = {
+        "cells": [
+            {"outputs": [{"data": {"image/png": base64.b64encode(PNG).decode()}}]},
+            {"outputs": [{"text": "no figure"}]},
+        ]
+    }
+    (tmp_path / "executed").mkdir()
+    (tmp_path / "executed" / "01_ortho_skip.ipynb").write_text(json.dumps(notebook))
+    return config
+
+
+def test_publish_copies_the_record_and_its_figures(tmp_path):
+    config = _run(tmp_path)
+    out = pub.publish(
+        "01_ortho_skip",
+        source=tmp_path / "results",
+        executed=tmp_path / "executed",
+        dest=tmp_path / "published",
+    )
+    record = pub.load("01_ortho_skip", tmp_path / "published")
+    assert out.name == "01_ortho_skip.json" and record["profile"] == "full"
+    assert record["figures"] == ["figure-1.png"]
+    assert (tmp_path / "published" / "01_ortho_skip" / "figure-1.png").read_bytes() == PNG
+    assert record["provenance"]["profile_hash"] == profile_hash(config)
+    assert pub.staleness(record, config) == []
+    assert "1 hold, 0 do not, 1 not judged" in pub.tier_summary(record)
+
+
+def test_only_full_runs_are_published(tmp_path):
+    _run(tmp_path, profile_name="quick")
+    with pytest.raises(ValueError, match="only `full` runs"):
+        pub.publish("01_ortho_skip", source=tmp_path / "results", dest=tmp_path / "published")
+    with pytest.raises(FileNotFoundError, match="make chapter"):
+        pub.publish("05_rebasin_hmc", source=tmp_path / "results", dest=tmp_path / "published")
+
+
+def test_a_changed_profile_or_code_marks_the_record_stale(tmp_path, monkeypatch):
+    config = _run(tmp_path)
+    pub.publish(
+        "01_ortho_skip",
+        source=tmp_path / "results",
+        executed=tmp_path / "executed",
+        dest=tmp_path / "published",
+    )
+    record = pub.load("01_ortho_skip", tmp_path / "published")
+    changed = dataclasses.replace(config, n_steps=config.n_steps + 1)
+    assert pub.staleness(record, changed) == ["the `full` profile changed since"]
+    monkeypatch.setattr(pub, "code_hash", lambda *a, **k: "0" * 16)
+    assert pub.staleness(record, config) == ["the code changed since"]
+    assert "from an older version of the code" in pub.tier_summary(
+        record, pub.staleness(record, config)
+    )
+    assert pub.staleness(record, None) == ["this version has no `full` profile for the chapter"]
+
+
+def test_verdicts_side_by_side(tmp_path):
+    _run(tmp_path)
+    full = json.loads((tmp_path / "results" / "01_ortho_skip.json").read_text())
+    quick = dict(full, claims=[dict(full["claims"][0], verdict="does not hold", holds=False)])
+    frame = pub.verdicts_by_tier(quick, full)
+    assert list(frame["quick"]) == ["does not hold", "—"]
+    assert frame["full"][1].startswith("not judged: ELBO plateaued")
+    assert pub.tier_summary(None) == "not published"
