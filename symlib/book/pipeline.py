@@ -210,7 +210,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 parameters={"profile": profile, "seed": seed, "device": device},
                 kernel_name="python3",
                 cwd=str(source.parent),
-                progress_bar=False,
+                progress_bar=True,  # which cell of which chapter, on the console (item: silent builds)
                 log_output=False,
                 config=kernel_file,
             )
