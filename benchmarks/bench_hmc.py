@@ -21,6 +21,7 @@ from __future__ import annotations
 import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 
 import statistics
+import warnings
 
 import torch
 
@@ -67,6 +68,8 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
     root, why = peers.locate("hamiltorch", HAMILTORCH_FILE)
     if root:
         ht = harness.import_hamiltorch(root)
+        # its acceptance step calls float() on a tensor that requires grad, warning every time
+        warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
         model = torch.nn.Sequential(
             torch.nn.Linear(784, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
         )

@@ -15,7 +15,8 @@ kernels and estimator, plus a negligible test on 3 columns:
 * Laurent et al.'s "torch version" (``mmd/mmd_torch.py`` in the authors' repository): the same
   code with distances from ``torch.cdist`` in float32 and numpy kernels.
 
-Every round also checks that the three agree (``max |diff|`` against symlib in float64).
+Before the timed rounds, each contender's 20 values are compared with symlib's in float64
+(``max |diff|`` in the table).
 """
 
 from __future__ import annotations
