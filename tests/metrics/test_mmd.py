@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -59,6 +60,45 @@ def test_kernel_bank_matches_double_loop_and_single_kernels():
             _double_loop_mmd2(xl, yl, _gauss(bw.gaussian[i].item())), abs=1e-12)
         assert bank[10 + i].item() == pytest.approx(
             _double_loop_mmd2(xl, yl, _laplace(bw.laplace[i].item())), abs=1e-12)
+
+
+def _brute_force_bank(xl, yl, n=10, max_rows=500):
+    """The whole bank from plain Python floats: cross distances, bandwidth rule, double loops."""
+    cross = [(a, b) for a in xl[:max_rows] for b in yl[:max_rows]]
+    l2 = np.array([math.dist(a, b) for a, b in cross])
+    l1 = np.array([sum(abs(ai - bi) for ai, bi in zip(a, b)) for a, b in cross])
+
+    def rule(d):  # NOTES.md §001; numpy's default quantile is the linear one
+        lo = d.min() if d.min() >= 0.1 else max(np.quantile(d, 0.05), 0.1)
+        hi = max(d.max(), 0.3)
+        return [lo / 2 * (4 * hi / lo) ** (i / (n - 1)) for i in range(n)]
+
+    return ([_double_loop_mmd2(xl, yl, _gauss(l)) for l in rule(l2)]
+            + [_double_loop_mmd2(xl, yl, _laplace(l)) for l in rule(l1)])
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_kernel_bank_matches_brute_force(offset):
+    """All 20 kernels, bandwidths included, against plain Python, with more than 25 rows per
+    side (where torch.cdist switches to matmul-based distances) and far from the origin, where
+    ``|a|^2 + |b|^2 - 2 a.b`` loses digits unless the samples are centred first."""
+    x, y = _sample(7, n=31, m=27, d=3, shift=0.3)
+    x, y = x + offset, y + offset
+    expected = torch.tensor(_brute_force_bank(x.tolist(), y.tolist()), dtype=torch.float64)
+    torch.testing.assert_close(mmd.kernel_bank_mmd2(x, y), expected, rtol=0, atol=1e-12)
+    # max_rows smaller than both samples: the bandwidths see only the leading rows
+    expected = torch.tensor(_brute_force_bank(x.tolist(), y.tolist(), max_rows=20),
+                            dtype=torch.float64)
+    torch.testing.assert_close(mmd.kernel_bank_mmd2(x, y, max_rows=20), expected,
+                               rtol=0, atol=1e-12)
+
+
+def test_kernel_bank_float32_close_to_float64():
+    x, y = _sample(8, n=60, m=45, d=20, shift=0.2)
+    bank64 = mmd.kernel_bank_mmd2(x, y)
+    bank32 = mmd.kernel_bank_mmd2(x.float(), y.float(), dtype=torch.float32)
+    assert bank32.dtype == torch.float32
+    torch.testing.assert_close(bank32.double(), bank64, rtol=0, atol=1e-5)
 
 
 def test_unbiased_exactly_by_enumeration():
