@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from symlib.batched_training import SGDConfig, minibatches, train_batched
-from symlib.convnets import init_optunet, optunet_forward
-from symlib.data import gaussian_blobs
-from symlib.models import MLPSpec, mlp_forward
+from symlib.book.data import gaussian_blobs
+from symlib.nn.convnets import init_optunet, optunet_forward
+from symlib.nn.mlp import MLPSpec, mlp_forward
+from symlib.nn.training import SGDConfig, minibatches, train_batched
 
 NAME = "batched_training"
 TOY_SPEC = MLPSpec((2, 2, 1), "relu")

@@ -26,7 +26,7 @@ import warnings
 import torch
 
 from symlib.inference import hmc
-from symlib.models import MLPSpec, init_mlp
+from symlib.nn.mlp import MLPSpec, init_mlp
 
 NAME = "hmc"
 HAMILTORCH_FILE = "hamiltorch/__init__.py"

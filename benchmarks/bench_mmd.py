@@ -26,7 +26,7 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 import numpy as np
 import torch
 
-from symlib import mmd
+from symlib.metrics import mmd
 
 NAME = "mmd"
 MMDAGG_FILE = "mmdagg/np.py"

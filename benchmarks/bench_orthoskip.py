@@ -19,12 +19,12 @@ import statistics
 
 import torch
 
-from symlib.data import sinc_regression
-from symlib.experiments.ortho_skip import VARIANTS
+from symlib.book.data import sinc_regression
+from symlib.chapters import get_profile
+from symlib.chapters.ortho_skip import VARIANTS
 from symlib.inference import mfvi
-from symlib.models import Activation, MLPSpec, init_mlp
-from symlib.orthoskip import skip_matrices
-from symlib.profiles import get_profile
+from symlib.nn.mlp import Activation, MLPSpec, init_mlp
+from symlib.nn.orthoskip import skip_matrices
 
 NAME = "ortho_skip"
 

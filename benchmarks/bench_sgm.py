@@ -21,7 +21,7 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 import torch
 
 from symlib.inference import mfvi, sgm
-from symlib.models import MLPSpec, init_mlp, mlp_forward
+from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 from symlib.symmetry import mlp_permutation_spec
 
 NAME = "sgm_vs_mfvi"
