@@ -5,6 +5,7 @@ import math
 import matplotlib
 import pytest
 
+from symlib.book.results import Claim, Kind
 from symlib.chapters import get_profile
 from symlib.chapters import symmetries as ch0
 
@@ -15,9 +16,31 @@ def results():
 
 
 def test_smoke_run_and_claims_hold(results):
-    claims = ch0.claims(results["invariance"], results["brute"], results["demo"])
-    assert {c["id"] for c in claims} == {"function-invariance", "mode-count", "canonicalisation"}
-    assert all(c["holds"] is True for c in claims), claims
+    claims = [Claim(**c) for c in ch0.claims(results["invariance"], results["brute"], results["demo"])]
+    assert {c.id for c in claims} == {"function-invariance", "mode-count", "canonicalisation"}
+    assert all(c.holds is True for c in claims), [c.verdict for c in claims]
+    assert all(c.kind is Kind.CODE_CHECK and c.criterion for c in claims)  # by construction: code checks
+
+
+def _judged(invariance=None, brute=None, demo=None):
+    """Verdicts of made-up numbers: by default all three checks pass."""
+    invariance = invariance or [{"max |f(g·w)(x) - f(w)(x)|": 1e-15, "min ||g·w - w|| / ||w||": 0.8}]
+    brute = brute or {"relu 2-3-1": {"brute force": 6, "formula": 6}}
+    demo = demo or {"relu": {"canonical_spread": 1e-15, "raw_spread": 3.0, "distinct_raw": 50}}
+    return {c["id"]: Claim(**c) for c in ch0.claims(invariance, brute, demo)}
+
+
+def test_each_criterion_and_precondition_on_made_up_numbers():
+    assert all(c.holds is True for c in _judged().values())
+    changed = _judged(invariance=[{"max |f(g·w)(x) - f(w)(x)|": 1e-6, "min ||g·w - w|| / ||w||": 0.8}])
+    assert changed["function-invariance"].holds is False
+    still = _judged(invariance=[{"max |f(g·w)(x) - f(w)(x)|": 0.0, "min ||g·w - w|| / ||w||": 1e-6}])
+    assert still["function-invariance"].holds is None and "moved the weights" in still["function-invariance"].verdict
+    assert _judged(brute={"tanh 2-3-1": {"brute force": 47, "formula": 48}})["mode-count"].holds is False
+    spread = _judged(demo={"relu": {"canonical_spread": 0.1, "raw_spread": 3.0, "distinct_raw": 50}})
+    assert spread["canonicalisation"].holds is False
+    one = _judged(demo={"relu": {"canonical_spread": 0.0, "raw_spread": 0.0, "distinct_raw": 1}})
+    assert one["canonicalisation"].holds is None and "copies differ" in one["canonicalisation"].verdict
 
 
 def test_canonical_copies_collapse(results):

@@ -8,11 +8,17 @@ from symlib.chapters.ortho_skip import gap
 from symlib.chapters.ortho_skip.experiment import (
     CHAPTER,
     FIT_TOLERANCE,
+    GAP_SE_SHARE,
+    ROBUSTNESS_CHOICES,
     VARIANTS,
     VERSION,
     claims,
+    depends_on,
+    errata,
     plot_elbo_gap,
     plot_fits,
+    robustness,
+    robustness_tables,
     run,
 )
 from symlib.chapters.ortho_skip.profiles import PROFILES, OrthoSkipProfile
@@ -20,13 +26,19 @@ from symlib.chapters.ortho_skip.profiles import PROFILES, OrthoSkipProfile
 __all__ = [
     "CHAPTER",
     "FIT_TOLERANCE",
+    "GAP_SE_SHARE",
     "PROFILES",
+    "ROBUSTNESS_CHOICES",
     "VARIANTS",
     "VERSION",
     "OrthoSkipProfile",
     "claims",
+    "depends_on",
+    "errata",
     "gap",
     "plot_elbo_gap",
     "plot_fits",
+    "robustness",
+    "robustness_tables",
     "run",
 ]

@@ -18,6 +18,7 @@ import math
 import torch
 
 from symlib import symmetry as sym
+from symlib.book.results import Kind, precondition
 from symlib.chapters.symmetries.profiles import SymmetriesProfile
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp, mlp_forward
 
@@ -31,6 +32,13 @@ __all__ = [
     "plot_canonicalisation",
     "run",
 ]
+
+INVARIANCE_TOL = 1e-10
+"""Largest output change of a transformed network that counts as the same function (float64)."""
+MOVED_MIN = 1e-3
+"""Smallest relative weight change for the invariance check to be non-trivial."""
+CANONICAL_TOL = 1e-9
+"""Largest spread of canonicalised copies that counts as one point (float64)."""
 
 # (chapter, network, widths, activation). OptuNet is a convnet: its count is made from its
 # channel structure in `optunet_permutation_order`.
@@ -188,19 +196,35 @@ def plot_canonicalisation(demo: dict):
 
 
 def claims(invariance: list[dict], brute: dict, demo: dict) -> list[dict]:
-    """The chapter's ledger, judged on this run's numbers."""
+    """The chapter's ledger, judged on this run's numbers.
+
+    All three entries hold by construction (the group action is exact, the count is
+    combinatorics, the canonical form is an algorithm's invariant): they check our code, so they
+    are *code checks*, never counted as reproduced claims. Their preconditions make each check
+    non-trivial: the sampled group elements must move the weights, and the copies to canonicalise
+    must differ. Thresholds are multiples of float64 rounding on these small networks.
+
+    Returns:
+        Dicts with the fields of :class:`symlib.book.results.Claim`.
+    """
     worst = max(r["max |f(g·w)(x) - f(w)(x)|"] for r in invariance)
     moved = min(r["min ||g·w - w|| / ||w||"] for r in invariance)
     spread = max(d["canonical_spread"] for d in demo.values())
     raw_spread = min(d["raw_spread"] for d in demo.values())
+    distinct = min(d["distinct_raw"] for d in demo.values())
     counts_ok = all(b["brute force"] == b["formula"] for b in brute.values())
+    check = Kind.CODE_CHECK.value
     return [
         {
             "id": "function-invariance",
             "text": "Permuting hidden units (and flipping signs for odd, rescaling for ReLU activations) leaves the network function unchanged",
             "paper": "Kurle et al. Eq. (2); Laurent et al. Sec. 3",
             "ours": f"max output change {worst:.1e} (float64) while weights moved ≥ {moved:.2f} of their norm",
-            "holds": bool(worst < 1e-10 and moved > 1e-3),
+            "holds": bool(worst < INVARIANCE_TOL),
+            "criterion": f"largest output change < {INVARIANCE_TOL:g} (float64) over all activations and group elements",
+            "preconditions": [precondition("weights_moved", f"every group element moved the weights by >= {MOVED_MIN:g} "
+                                           "of their norm", moved, moved >= MOVED_MIN)],
+            "kind": check,
         },
         {
             "id": "mode-count",
@@ -208,13 +232,19 @@ def claims(invariance: list[dict], brute: dict, demo: dict) -> list[dict]:
             "paper": "Kurle et al. Sec. 2.1; Laurent et al. Sec. 3",
             "ours": "; ".join(f"{k}: {v['brute force']} enumerated vs {v['formula']} by formula" for k, v in brute.items()),
             "holds": counts_ok,
+            "criterion": "distinct weight vectors among all enumerated copies == the formula, for every network",
+            "kind": check,
         },
         {
             "id": "canonicalisation",
             "text": "Sorting units by their first incoming weight (after normalising scales / signs) maps every equivalent copy to one representative",
             "paper": "Laurent et al. Sec. 3 (symmetry removal)",
             "ours": f"spread of canonicalised copies {spread:.1e} vs {raw_spread:.2f} before",
-            "holds": bool(spread < 1e-9),
+            "holds": bool(spread < CANONICAL_TOL),
+            "criterion": f"largest distance of a canonicalised copy to their mean < {CANONICAL_TOL:g}",
+            "preconditions": [precondition("copies_differ", "the transformed copies differ before canonicalisation "
+                                           "(distinct copies > 1 per activation)", distinct, distinct > 1)],
+            "kind": check,
         },
     ]
 
