@@ -29,6 +29,7 @@ __all__ = [
     "Kind",
     "Precondition",
     "check_writable",
+    "depends_on",
     "errata_frame",
     "ledger_frame",
     "load_all",
@@ -352,3 +353,29 @@ def errata_frame(all_results: list[dict]):
 
     rows = [{"chapter": r["chapter"], **e} for r in all_results for e in r.get("errata", [])]
     return pd.DataFrame(rows, columns=["chapter", "id", "where", "paper_says", "correction"])
+
+
+def depends_on(frame) -> str:
+    """One line on a robustness table: whether the verdict changes with the open choices.
+
+    A verdict *depends on* a choice when the settings reach both "holds" and "does not hold"
+    (a setting where the claim is not judged flips nothing); the line then names the choices
+    whose settings moved the verdict away from the run's own, and the settings under which the
+    claim holds, i.e. reproduces the paper.
+    """
+    base = frame["verdict"].iloc[0]
+    judged = frame[frame["verdict"] != "not judged"]
+    unjudged = frame.loc[frame["verdict"] == "not judged", "setting"].tolist()
+    tail = f"; not judged with {', '.join(unjudged)}" if unjudged else ""
+    verdicts = set(judged["verdict"])
+    if not verdicts:
+        return "not judged under any setting tried"
+    if len(verdicts) == 1:
+        return f"{verdicts.pop()} under every setting judged{tail}"
+    moved = judged if base == "not judged" else judged[judged["verdict"] != base]
+    choices = ", ".join(dict.fromkeys(moved["choice"]))
+    holds = ", ".join(judged.loc[judged["verdict"] == "holds", "setting"])
+    return f"depends on {choices}; holds with {holds}{tail}"
+
+
+# --------------------------------------------------------------------------- figures

@@ -30,7 +30,7 @@ from symlib import symmetry as sym
 from symlib.book.cache import cached
 from symlib.book.data import data_fingerprint, gaussian_blobs, load_mnist
 from symlib.book.preconditions import ACCURACY_SHARE, accuracy_reached
-from symlib.book.results import precondition
+from symlib.book.results import depends_on, precondition
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
 from symlib.nn.convnets import OPTUNET_SHAPES, ResNetSpec, init_optunet, optunet_forward
@@ -639,32 +639,6 @@ def robustness_tables(results: dict, sweep: list[dict], config: SymmetryRemovalP
 
 
 _VERDICT = {True: "holds", False: "does not hold", None: "not judged"}
-
-
-def depends_on(frame) -> str:
-    """One line on a robustness table: whether the verdict changes with the open choices.
-
-    A verdict *depends on* a choice when the settings reach both "holds" and "does not hold"
-    (a setting where the claim is not judged flips nothing); the line then names the choices
-    whose settings moved the verdict away from the run's own, and the settings under which the
-    claim holds, i.e. reproduces the paper.
-    """
-    base = frame["verdict"].iloc[0]
-    judged = frame[frame["verdict"] != "not judged"]
-    unjudged = frame.loc[frame["verdict"] == "not judged", "setting"].tolist()
-    tail = f"; not judged with {', '.join(unjudged)}" if unjudged else ""
-    verdicts = set(judged["verdict"])
-    if not verdicts:
-        return "not judged under any setting tried"
-    if len(verdicts) == 1:
-        return f"{verdicts.pop()} under every setting judged{tail}"
-    moved = judged if base == "not judged" else judged[judged["verdict"] != base]
-    choices = ", ".join(dict.fromkeys(moved["choice"]))
-    holds = ", ".join(judged.loc[judged["verdict"] == "holds", "setting"])
-    return f"depends on {choices}; holds with {holds}{tail}"
-
-
-# --- driver -------------------------------------------------------------------------------
 
 
 def _compute(config: SymmetryRemovalProfile, seed: int) -> dict:
