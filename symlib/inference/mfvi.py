@@ -289,14 +289,18 @@ class _LocalReparameterisation(torch.autograd.Function):
         mu = a W_mu^T + b_mu (+ b_sample) (+ h_{l-1} O^T),   var = a^2 W_var^T + b_var,
 
     ``a = f(h_{l-1})`` and all tensors 3-D, (models, samples x points, units). The arithmetic
-    autograd would do, bit for bit, with the backward spelled out so that a step allocates a
-    few full-size tensors per layer instead of a dozen (at chapter 1's paper size each 4 MB
-    allocation costs about as much as the arithmetic on it):
+    autograd would do, with the backward spelled out,
 
         dL/dvar = dL/dh_l eps / (2 sqrt(var)),   dL/da = dL/dh_l W_mu + 2 a (dL/dvar W_var),
         dL/dh_{l-1} = f'(h_{l-1}) dL/da + dL/dh_l O,
 
-    and the weights' gradients ``a^T dL/dh_l`` and ``(a^2)^T dL/dvar``.
+    and the weights' gradients ``a^T dL/dh_l`` and ``(a^2)^T dL/dvar``, so that a step allocates
+    a few full-size tensors per layer instead of a dozen (at chapter 1's paper size each 4 MB
+    allocation costs about as much as the arithmetic on it). Every rounding is autograd's,
+    except that the two terms of ``dL/da`` and of ``dL/dh_{l-1}`` are summed inside the second
+    matmul (``beta = 1``) rather than after it: at chapter 1's quick and paper sizes, and for
+    chapter 5's classifier, that gives the same bits on the project's CPU; at tiny sizes it can
+    differ in the last bit.
     """
 
     @staticmethod
@@ -325,26 +329,24 @@ class _LocalReparameterisation(torch.autograd.Function):
         grad4 = grad.view(eps.shape)
         # twice dL/dvar; the factors 1/2 and 2 below are exact, so the bits are autograd's
         grad_var2 = (grad4 * eps).div_(std.view_as(grad4)).view_as(grad)
-        grad_w_var = torch.bmm(a_sq.transpose(1, 2), grad_var2).mul_(0.5) if need[2] else None
-        grad_h = None
+        grad_h = grad_w_mean = grad_w_var = grad_b_mean = grad_b_var = grad_b_sample = None
         if need[0]:
-            # terms rounded separately and then added, in autograd's order: the same bits
             grad_a = torch.bmm(grad_var2, w_var.transpose(1, 2)).mul_(a)
-            grad_a.add_(torch.bmm(grad, w_mean.transpose(1, 2)))
+            grad_a.baddbmm_(grad, w_mean.transpose(1, 2))
             grad_h = _activation_backward(ctx.activation, grad_a, h, a)
             if skip is not None:
-                grad_h.add_(torch.bmm(grad, skip))
-        return (
-            grad_h,
-            torch.bmm(a.transpose(1, 2), grad) if need[1] else None,
-            grad_w_var,
-            grad.sum(1, keepdim=True) if need[3] else None,
-            grad_var2.sum(1, keepdim=True).mul_(0.5) if need[4] else None,
-            grad4.sum(2) if need[5] else None,
-            None,
-            None,
-            None,
-        )
+                grad_h.baddbmm_(grad, skip)
+        if need[1]:
+            grad_w_mean = torch.bmm(a.transpose(1, 2), grad)
+        if need[2]:
+            grad_w_var = torch.bmm(a_sq.transpose(1, 2), grad_var2).mul_(0.5)
+        if need[3]:
+            grad_b_mean = grad.sum(1, keepdim=True)
+        if need[4]:
+            grad_b_var = grad_var2.sum(1, keepdim=True).mul_(0.5)
+        if need[5]:
+            grad_b_sample = grad4.sum(2)
+        return grad_h, grad_w_mean, grad_w_var, grad_b_mean, grad_b_var, grad_b_sample, None, None, None
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
