@@ -66,9 +66,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from tqdm import tqdm
 
-from symlib.nn.mlp import MLPSpec, Params, activation_fn, init_mlp
+from symlib.nn.mlp import Activation, MLPSpec, Params, activation_fn, init_mlp
 from symlib.nn.orthoskip import orthoskip_forward
 from symlib.symmetry import GroupElement, apply_group_element
 from symlib.transforms import ordered_from_unconstrained, unconstrained_from_ordered
@@ -228,7 +229,6 @@ def sample_outputs(
         weight draw (the noise is per data point); each input's marginal is exact.
     """
     spec = model.spec
-    f = activation_fn(spec.activation)
     batch = _batch_shape(q.mean, spec)
     n_models = math.prod(batch)
     mask = _ordered_mask(model)
@@ -259,28 +259,109 @@ def sample_outputs(
                 b_sample = torch.where(mask, b_sample, torch.zeros_like(b_sample))
                 b_mean = torch.where(mask, torch.zeros_like(b_mean), b_mean)
                 b_var = torch.where(mask, torch.zeros_like(b_var), b_var)
-        inp = h if l == 1 else f(h)
-        mu = torch.baddbmm(b_mean, inp, w_mean)
-        var = torch.baddbmm(b_var, inp.square(), w_var)
+        eps = torch.randn((n_models, n_samples, n, width), generator=generator,
+                          device=x.device, dtype=x.dtype)
         skip = model.skips.get(f"O{l}")
         if skip is not None:
             skip = skip.expand(*batch, width, fan_in).reshape(n_models, width, fan_in)
+        if l > 1:
+            h = _LocalReparameterisation.apply(h, w_mean, w_var, b_mean, b_var, b_sample, skip, eps,
+                                               Activation(spec.activation))
+            continue
+        # layer 1 sees the same x in every sample: moments (models, n, units), then broadcast
+        # over samples. The clamp keeps sqrt's gradient finite where var = 0 (x = 0 with
+        # ordered biases, which have no variance term here).
+        mu = torch.baddbmm(b_mean, h, w_mean)
+        var = torch.baddbmm(b_var, h.square(), w_var)
+        if skip is not None:
             mu = torch.baddbmm(mu, h, skip.transpose(1, 2))
-        if l == 1:
-            # layer 1 sees the same x in every sample: moments (models, n, units), then
-            # broadcast over samples. The clamp keeps sqrt's gradient finite where var = 0
-            # (x = 0 with ordered biases, which have no variance term here).
-            std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt().unsqueeze(1)
-            mu = mu.unsqueeze(1)
-        else:
-            std = var.sqrt().view(n_models, n_samples, n, width)
-            mu = mu.view(n_models, n_samples, n, width)
+        std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt().unsqueeze(1)
+        mu = mu.unsqueeze(1)
         if b_sample is not None:
             mu = mu + b_sample.unsqueeze(2)
-        eps = torch.randn((n_models, n_samples, n, width), generator=generator,
-                          device=x.device, dtype=x.dtype)
         h = torch.addcmul(mu, std, eps).reshape(n_models, n_samples * n, width)
     return h.reshape(*batch, n_samples, n, spec.widths[-1])
+
+
+class _LocalReparameterisation(torch.autograd.Function):
+    """One layer ``l >= 2`` of :func:`sample_outputs`: ``h_l = mu + sqrt(var) * eps`` with
+
+        mu = a W_mu^T + b_mu (+ b_sample) (+ h_{l-1} O^T),   var = a^2 W_var^T + b_var,
+
+    ``a = f(h_{l-1})`` and all tensors 3-D, (models, samples x points, units). The arithmetic
+    autograd would do, with the backward spelled out,
+
+        dL/dvar = dL/dh_l eps / (2 sqrt(var)),   dL/da = dL/dh_l W_mu + 2 a (dL/dvar W_var),
+        dL/dh_{l-1} = f'(h_{l-1}) dL/da + dL/dh_l O,
+
+    and the weights' gradients ``a^T dL/dh_l`` and ``(a^2)^T dL/dvar``, so that a step allocates
+    a few full-size tensors per layer instead of a dozen (at chapter 1's paper size each 4 MB
+    allocation costs about as much as the arithmetic on it). Every rounding is autograd's,
+    except that the two terms of ``dL/da`` and of ``dL/dh_{l-1}`` are summed inside the second
+    matmul (``beta = 1``) rather than after it: at chapter 1's quick and paper sizes, and for
+    chapter 5's classifier, that gives the same bits on the project's CPU; at tiny sizes it can
+    differ in the last bit.
+    """
+
+    @staticmethod
+    def forward(ctx, h, w_mean, w_var, b_mean, b_var, b_sample, skip, eps, activation):
+        n_models, n_samples, n, width = eps.shape
+        a = activation_fn(activation)(h)
+        a_sq = a.square()
+        mu = torch.baddbmm(b_mean, a, w_mean)
+        std = torch.baddbmm(b_var, a_sq, w_var).sqrt_()
+        if skip is not None:
+            mu.baddbmm_(h, skip.transpose(1, 2))
+        out = mu.view(n_models, n_samples, n, width)
+        if b_sample is not None:
+            out.add_(b_sample.unsqueeze(2))
+        out.addcmul_(std.view_as(out), eps)
+        ctx.activation = activation
+        ctx.save_for_backward(h, a, a_sq, w_mean, w_var, skip, std, eps)
+        return mu
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        h, a, a_sq, w_mean, w_var, skip, std, eps = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        grad = grad.contiguous()
+        grad4 = grad.view(eps.shape)
+        # twice dL/dvar; the factors 1/2 and 2 below are exact, so the bits are autograd's
+        grad_var2 = (grad4 * eps).div_(std.view_as(grad4)).view_as(grad)
+        grad_h = grad_w_mean = grad_w_var = grad_b_mean = grad_b_var = grad_b_sample = None
+        if need[0]:
+            grad_a = torch.bmm(grad_var2, w_var.transpose(1, 2)).mul_(a)
+            grad_a.baddbmm_(grad, w_mean.transpose(1, 2))
+            grad_h = _activation_backward(ctx.activation, grad_a, h, a)
+            if skip is not None:
+                grad_h.baddbmm_(grad, skip)
+        if need[1]:
+            grad_w_mean = torch.bmm(a.transpose(1, 2), grad)
+        if need[2]:
+            grad_w_var = torch.bmm(a_sq.transpose(1, 2), grad_var2).mul_(0.5)
+        if need[3]:
+            grad_b_mean = grad.sum(1, keepdim=True)
+        if need[4]:
+            grad_b_var = grad_var2.sum(1, keepdim=True).mul_(0.5)
+        if need[5]:
+            grad_b_sample = grad4.sum(2)
+        return grad_h, grad_w_mean, grad_w_var, grad_b_mean, grad_b_var, grad_b_sample, None, None, None
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _activation_backward(activation: Activation, grad: Tensor, h: Tensor, a: Tensor) -> Tensor:
+    """``f'(h) * grad`` for ``a = f(h)``, by the kernels autograd itself uses for ``f`` (``grad``
+    itself for the identity: the caller owns it)."""
+    if activation is Activation.SELU:
+        return torch.ops.aten.elu_backward(grad, _SELU_ALPHA, _SELU_SCALE, 1.0, False, h)
+    if activation is Activation.RELU:
+        return torch.ops.aten.threshold_backward(grad, a, 0)
+    if activation is Activation.TANH:
+        return torch.ops.aten.tanh_backward(grad, a)
+    return grad
 
 
 def sample_weights(

@@ -55,7 +55,8 @@ Public functions: :func:`mean_field`, :func:`sample_weights`, :func:`log_prob`,
 :func:`log_density_ratios`, :func:`entropy_estimate`, :func:`mutual_information_estimate`,
 :func:`mixture_log_prob`, :func:`exact_mutual_information`, :func:`exact_symmetrised_entropy`,
 :func:`objective`, :func:`fit`, :func:`predictive_probs`; :class:`RatioPath` chooses how the
-density ratios are computed (same values, different cost).
+density ratios are computed (same values, different cost), :func:`choose_ratio_path` by a cost
+model.
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from tqdm import tqdm
 
 from symlib.inference.mfvi import BayesMLP, MeanField, sample_outputs
@@ -76,10 +79,12 @@ from symlib.nn.mlp import MLPSpec, Params
 from symlib.symmetry import GroupElement, PermutationSpec, apply_group_element
 
 __all__ = [
+    "UNIT_PAIR_MEMORY",
     "FitResult",
     "MeanField",
     "ObjectiveParts",
     "RatioPath",
+    "choose_ratio_path",
     "entropy_estimate",
     "enumerate_group",
     "exact_mutual_information",
@@ -101,21 +106,25 @@ __all__ = [
     "sample_weights",
 ]
 
+UNIT_PAIR_MEMORY = 2**30
+"""Bytes above which :func:`choose_ratio_path` never forms dense unit-pair matrices."""
+
 _HALF_LOG_2PI_E = 0.5 * (1.0 + math.log(2.0 * math.pi))
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
 class RatioPath(str, enum.Enum):
-    """How :func:`log_density_ratios` evaluates ``log q(g^-1 w) - log q(w)``."""
+    """How :func:`log_density_ratios` evaluates ``log q(g^-1 w) - log q(w)`` (same values)."""
 
     AUTO = "auto"
-    """Unit-pair matrices for every tensor one perm touches, direct for the rest."""
+    """Per perm, the cheaper of the two below by :func:`choose_ratio_path`'s cost model."""
     UNIT_PAIRS = "unit_pairs"
-    """Per-perm ``N_l x N_l`` matrices, then one gather per element: cost nearly flat in K.
-    Needs every touched tensor to be touched by a single perm."""
+    """Per-perm dense ``N_l x N_l`` matrices of all unit pairs, then one gather per element:
+    cost flat in K, quadratic in ``N_l``. Needs every touched tensor to be touched by a single
+    perm."""
     DIRECT = "direct"
-    """Materialise every permuted component ``(g mu, g sigma)``: cost linear in K, as the
-    formula reads."""
+    """Only the unit pairs the elements use (``N_l`` per element): cost linear in K, as the
+    formula reads. Tensors touched by several perms materialise every permuted component."""
 
 
 class ObjectiveParts(NamedTuple):
@@ -279,17 +288,23 @@ def log_density_ratios(q: MeanField, pspec: PermutationSpec, w: Params, g: Group
     """``d[..., i, j] = log q(g_j^-1 w_i) - log q(w_i)``, shape ``(*B, S, m)``.
 
     Equal to ``(1/2) sum (z^2 - z_g^2)`` over the tensors some perm touches (the others, and
-    every ``log sigma`` term, cancel exactly). When each touched tensor is touched by one perm
-    only (one hidden layer, or any net's first and last layers), the sum is computed through
-    per-perm *unit-pair* matrices,
+    every ``log sigma`` term, cancel exactly). The tensors touched by one perm only (one hidden
+    layer, or any net's first and last layers) are laid out as rows of unit vectors,
+    ``w[i, r]`` with ``r`` running over the tensors' other axes, and summed through *unit-pair*
+    distances
 
-        C[i, j] = sum_r (w[i, r] - mu[j, r])^2 / sigma[j, r]^2   (r: the tensor's other axes),
+        C[i, k] = sum_r (w[i, r] - mu[k, r])^2 / sigma[k, r]^2,
 
-    so ``sum z_g^2 = sum_i C[i, pi(i)]`` (new unit ``i`` is old unit ``pi(i)``). ``C`` is a
-    matmul whose cost does not depend on ``m``; each element then costs a gather of ``N_l``
-    entries. ``C`` is expanded as ``w^2 A^T - 2 w (mu A)^T + sum mu^2 A`` with ``A = sigma^-2``,
-    in float64 so that the cancellation stays exact to rounding when ``sigma << |mu|``. Tensors
-    touched by two perms (the middle layers of deeper nets) use the direct, elementwise path.
+    so ``sum z_g^2 = sum_i C[i, pi(i)]`` (new unit ``i`` is old unit ``pi(i)``).
+    :attr:`RatioPath.UNIT_PAIRS` forms all of ``C`` with one matmul (cost independent of
+    ``m``), expanded as ``w^2 A^T - 2 w (mu A)^T`` with ``A = sigma^-2`` in float64 so that the
+    cancellation stays exact to rounding when ``sigma << |mu|``. :attr:`RatioPath.DIRECT`
+    forms only the ``N_l m`` entries the elements use (sampled matmuls; cost linear in ``m``)
+    in the weights' dtype, the diagonal entry by entry and the rest expanded around the
+    units' mean (:class:`_SampledPairs`). :attr:`RatioPath.AUTO` picks per perm with
+    :func:`choose_ratio_path`. The two give the same values and gradients up to rounding.
+    Tensors touched by two perms (the middle layers of deeper nets) materialise every
+    permuted component, entry by entry.
     """
     nb = _batch_ndim(q, pspec)
     owners: dict[str, list[tuple[str, int]]] = {}
@@ -297,18 +312,57 @@ def log_density_ratios(q: MeanField, pspec: PermutationSpec, w: Params, g: Group
         for key, axis in axes:
             owners.setdefault(key, []).append((name, axis))
     path = RatioPath(path)
-    single = {k: v[0] for k, v in owners.items() if len(v) == 1}
     multi = [k for k, v in owners.items() if len(v) > 1]
-    if path is RatioPath.DIRECT:
-        single, multi = {}, list(owners)
-    elif path is RatioPath.UNIT_PAIRS and multi:
+    if path is RatioPath.UNIT_PAIRS and multi:
         raise ValueError(f"tensors {multi} are touched by several perms; use path='auto' or 'direct'")
+    by_perm: dict[str, list[tuple[str, int]]] = {}
+    for key, entries in owners.items():
+        if len(entries) == 1:
+            by_perm.setdefault(entries[0][0], []).append((key, entries[0][1]))
     total = 0.0
-    if single:
-        total = total + _ratios_by_unit_pairs(q, pspec, w, g, single, nb)
+    for name, entries in by_perm.items():
+        rows = _unit_rows(q, w, entries, nb)
+        perm = g.perms[name].to(rows[0][0].device)
+        chosen = path
+        if path is RatioPath.AUTO:
+            wr = rows[0][0]
+            chosen = choose_ratio_path(wr.shape[-2], perm.shape[-2], row_size=sum(t[0].shape[-1] for t in rows),
+                                       n_rows=math.prod(wr.shape[:-2]), dtype=wr.dtype)
+        ratios = _ratios_by_unit_pairs if chosen is RatioPath.UNIT_PAIRS else _ratios_by_sampled_pairs
+        total = total + ratios(rows, perm, nb)
     if multi:
         total = total + _ratios_elementwise(q, pspec, w, g, multi, nb)
     return total
+
+
+def choose_ratio_path(n_units: int, n_elements: int, *, row_size: int = 1, n_rows: int = 1,
+                      dtype: torch.dtype = torch.float32) -> RatioPath:
+    """The cheaper way to sum one perm's unit-pair distances (:func:`log_density_ratios`).
+
+    For ``m = n_elements`` perms of ``N = n_units`` units, unit rows of ``R = row_size``
+    entries (all tensors the perm touches) and ``P = n_rows`` rows of weights (models x
+    samples), forward plus backward cost about
+
+        unit pairs: 12 P N^2 R flops of dense float64 matmul, at F_64 = 40 GFLOP/s;
+        direct:     12 P m N R flops of sampled matmul and weighted row sums in the weights'
+                    dtype, at F_d = 27 GFLOP/s (float32) or 5.7 GFLOP/s (float64), plus
+                    T_d = 0.5 ms of index bookkeeping,
+
+    (single-thread CPU-time rates measured on the project's machine, AMD EPYC with AVX-512
+    and MKL; the elementwise work, linear in ``P N R``, is about the same for both). The
+    cheaper estimate wins: for float32 weights away from tiny sizes, ``DIRECT`` while
+    ``m < 0.68 N`` (e.g. every ``K <= 20`` from ``N = 30`` up), for float64 while
+    ``m < 0.14 N``. Memory: unit pairs hold ``C`` and its gradient, ``16 P N^2`` bytes, direct
+    about ``40 P m N``; unit pairs is never chosen above :data:`UNIT_PAIR_MEMORY` bytes.
+    """
+    f_64, t_direct = 40e9, 5e-4
+    f_direct = 5.7e9 if dtype == torch.float64 else 27e9
+    work = 12.0 * n_rows * n_units * row_size
+    unit_pairs = work * n_units / f_64
+    direct = work * n_elements / f_direct + t_direct
+    if 16 * n_rows * n_units**2 > UNIT_PAIR_MEMORY or direct < unit_pairs:
+        return RatioPath.DIRECT
+    return RatioPath.UNIT_PAIRS
 
 
 def mutual_information_estimate(q: MeanField, pspec: PermutationSpec, w: Params,
@@ -542,30 +596,170 @@ def _ratios_elementwise(q, pspec, w, g, keys, nb) -> Tensor:
     return total
 
 
-def _ratios_by_unit_pairs(q, pspec, w, g, owner: dict[str, tuple[str, int]], nb) -> Tensor:
-    """``(1/2) sum_perm sum_i (C[i, i] - C[i, pi(i)])`` (see :func:`log_density_ratios`)."""
-    pair: dict[str, Tensor] = {}
-    for key, (name, axis) in owner.items():
-        mu = q.mean[key].double().movedim(nb + axis, nb)
-        a = torch.exp(-2.0 * q.log_sd[key].double()).movedim(nb + axis, nb)
-        wk = w[key].double().movedim(nb + 1 + axis, nb + 1)
-        n = mu.shape[nb]
-        mu, a = mu.reshape(mu.shape[:nb] + (n, -1)), a.reshape(a.shape[:nb] + (n, -1))
-        wk = wk.reshape(wk.shape[: nb + 1] + (n, -1))                           # (*B, S, n, r)
-        b = mu * a
-        c = (mu * b).sum(-1)                                                     # (*B, n)
-        cmat = (wk.square() @ a.unsqueeze(nb).transpose(-1, -2)
-                - 2.0 * wk @ b.unsqueeze(nb).transpose(-1, -2) + c.unsqueeze(nb).unsqueeze(-2))
-        pair[name] = pair[name] + cmat if name in pair else cmat                 # (*B, S, n, n)
-    total = 0.0
-    for name, cmat in pair.items():
-        perm = g.perms[name].to(cmat.device)                                     # (*E, m, n)
-        diag = torch.diagonal(cmat, dim1=-2, dim2=-1).sum(-1, keepdim=True)      # (*B, S, 1)
-        # idx[..., s, j, i, 0] = pi_j(i); cmat[..., s, None, i, :] gathered along the last axis
-        idx = perm.unsqueeze(-1)
-        idx = idx.reshape(idx.shape[:-3] + (1,) + idx.shape[-3:])                 # (*E', 1, m, n, 1)
-        while idx.ndim < cmat.ndim + 1:
-            idx = idx.unsqueeze(0)
-        permuted = torch.take_along_dim(cmat.unsqueeze(-3), idx, dim=-1).squeeze(-1).sum(-1)
-        total = total + 0.5 * (diag - permuted)
-    return total.to(q.mean[next(iter(q.mean))].dtype)
+def _unit_rows(q, w, entries, nb) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Per tensor of ``entries`` (``(key, axis)`` pairs of one perm), its unit rows:
+    ``w (*B, S, N, R)``, ``mu (*B, N, R)`` and ``log sigma (*B, N, R)``, the unit axis moved
+    first and the tensor's other axes flattened into ``R``."""
+    def rows(t, unit_axis, lead):
+        t = t.movedim(unit_axis, lead)
+        return t.reshape(t.shape[: lead + 1] + (-1,))
+
+    return [(rows(w[k], nb + 1 + a, nb + 1), rows(q.mean[k], nb + a, nb), rows(q.log_sd[k], nb + a, nb))
+            for k, a in entries]
+
+
+def _ratios_by_unit_pairs(rows, perm, nb) -> Tensor:
+    """``(1/2) sum_i (C[i, i] - C[i, pi(i)])`` from the dense ``C`` (see :func:`log_density_ratios`).
+
+    ``C = x y^T`` with ``x = [w^2, w]`` and ``y = [A, -2 mu A]`` (``A = sigma^-2``) in float64,
+    all tensors of the perm joined along ``R``: ``C`` up to ``sum_r mu[k, r]^2 A[k, r]``, which
+    every permutation sums to the same total and so cancels from the ratios.
+    """
+    w, mu, log_sd = (torch.cat(t, -1).double() for t in zip(*rows))
+    a = torch.exp(-2.0 * log_sd)
+    x, y = torch.cat([w * w, w], -1), torch.cat([a, -2.0 * a * mu], -1)
+    cmat = x @ y.unsqueeze(nb).transpose(-1, -2)                                 # (*B, S, n, n)
+    n, m = cmat.shape[-1], perm.shape[-2]
+    diag = torch.diagonal(cmat, dim1=-2, dim2=-1).sum(-1, keepdim=True)          # (*B, S, 1)
+    # C[i, pi_j(i)] read from the flattened C (a gather of m n entries, whose backward scatters
+    # into one n x n matrix per sample, not into m of them)
+    flat = torch.arange(n, device=perm.device) * n + perm                      # (*E, m, n)
+    flat = flat.reshape(flat.shape[:-2] + (1, m * n))
+    while flat.ndim < cmat.ndim - 1:
+        flat = flat.unsqueeze(0)
+    permuted = torch.take_along_dim(cmat.flatten(-2), flat, dim=-1)
+    permuted = permuted.unflatten(-1, (m, n)).sum(-1)
+    return (0.5 * (diag - permuted)).to(rows[0][0].dtype)
+
+
+def _ratios_by_sampled_pairs(rows, perm, nb) -> Tensor:
+    """As :func:`_ratios_by_unit_pairs`, forming only the entries of ``C`` the perms use."""
+    if len(rows) > 2:
+        # every tensor costs a few dozen small kernels: join all but the widest (cheap copies)
+        rows = sorted(rows, key=lambda t: t[0].shape[-1])
+        rows = [tuple(torch.cat(t, -1) for t in zip(*rows[:-1])), rows[-1]]
+    w = rows[0][0]
+    batch, (s, n), m = w.shape[:nb], w.shape[nb: nb + 2], perm.shape[-2]
+    b = math.prod(batch)
+    flat = [t.reshape((b, s, n, -1) if i == 0 else (b, n, -1))
+            for triple in rows for i, t in enumerate(triple)]
+    d = _SampledPairs.apply(perm.expand(batch + (m, n)).reshape(b, m, n), *flat)
+    return d.reshape(batch + (s, m))
+
+
+class _SampledPairs(torch.autograd.Function):
+    """``d[b, s, j] = (1/2) sum_i (C[i, i] - C[i, pi_bj(i)])`` for model ``b``, sample ``s``.
+
+    ``C[i, k] = sum_r A[k, r] (w[i, r] - mu[k, r])^2`` (``A = sigma^-2``, summed over the
+    perm's tensors, given as ``(w, mu, log sigma)`` unit rows) is needed only at the ``N m``
+    unit pairs ``(i, pi_j(i))``: the forward evaluates them with sampled matmuls, never forming
+    ``C`` or a permuted copy of the weights. ``C[i, i]`` is summed entry by entry, and fixed
+    points ``pi_j(i) = i`` read it, so they cancel exactly. Off the diagonal the sampled matmuls
+    expand ``C = w'^2 A^T - 2 w' (mu' A)^T + sum mu'^2 A`` around ``c``, the mean of ``mu``
+    over the units (``w' = w - c``, ``mu' = mu - c``): the rounding error is then relative to
+    ``|w_i - c|^2 + |mu_k - c|^2`` rather than ``|w_i|^2 + |mu_k|^2``, small against ``C[i, k]``
+    unless units ``i`` and ``k`` nearly coincide far from the others (and then the other units
+    the perm moves make ``d`` so negative that it does not count). Working dtype throughout.
+
+    The backward is written out because autograd would form dense matrices: with
+    ``gamma_j = dL/dt_j`` on ``t_j = sum_i C[i, pi_j(i)]`` and ``k = pi_j(i)``,
+
+        dL/dw[i] = 2 sum_j gamma_j A[k] (w[i] - mu[k]),
+        dL/dmu[k] = -2 A[k] sum_j gamma_j (w[i] - mu[k]),
+        dL/dA[k] = sum_j gamma_j (w[i] - mu[k])^2,
+
+    the diagonal's term from ``w - mu`` directly, the permuted terms expanded (centred as
+    above) into weighted sums of the rows of ``A``, ``mu' A``, ``w'^2`` and ``w'``
+    (``embedding_bag``).
+    """
+
+    @staticmethod
+    def forward(ctx, perms, *rows):
+        b, _, n = perms.shape
+        s = rows[0].shape[1]
+        dev = perms.device
+        cols = (torch.arange(b, device=dev) * n).view(b, 1, 1) + perms                # (b, m, n)
+        unit_rows = torch.arange(b * s * n, device=dev).view(b, s, 1, n)
+        # unique pairs, sorted by (row, col): the CSR order; slot maps (b, s, j, i) to its pair
+        pairs, slot = torch.unique(unit_rows * (b * n) + cols.unsqueeze(1), return_inverse=True)
+        row, col = pairs.div(b * n, rounding_mode="floor"), pairs.remainder(b * n)
+        crow = torch.zeros(b * s * n + 1, dtype=torch.long, device=dev)
+        crow[1:] = torch.bincount(row, minlength=b * s * n).cumsum(0)
+        vals, diag, saved = 0.0, 0.0, []
+        for w, mu, log_sd in zip(rows[0::3], rows[1::3], rows[2::3]):
+            # few full-size temporaries: each new one costs page faults as well as a pass
+            r = w.shape[-1]
+            a = log_sd.mul(-2.0).exp_()
+            delta = w - mu.unsqueeze(1)
+            diag = diag + _row_dot(a.unsqueeze(1) * delta, delta)                      # (b, s, n)
+            centre = mu.mean(1, keepdim=True)
+            wc, muc = w - centre.unsqueeze(1), mu - centre
+            bc = a * muc
+            wc2 = wc * wc
+            const = _row_dot(bc, muc).reshape(b * n)
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": two kernels used
+                warnings.simplefilter("ignore", UserWarning)
+                acc = torch.sparse_csr_tensor(crow, col, vals + const[col], (b * s * n, b * n))
+                acc = torch.sparse.sampled_addmm(acc, wc2.reshape(-1, r), a.reshape(-1, r).T)
+                acc = torch.sparse.sampled_addmm(acc, wc.reshape(-1, r), bc.reshape(-1, r).T, alpha=-2.0)
+            vals = acc.values()
+            saved += [a, delta, wc, muc, bc, wc2]
+        diag = diag.reshape(-1)
+        vals = torch.where(row.remainder(n) == col.remainder(n), diag[row], vals)
+        ctx.save_for_backward(perms, *saved)
+        return 0.5 * (diag.view(b, s, 1, n) - vals[slot]).sum(-1)                  # (b, s, m)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        perms, *saved = ctx.saved_tensors
+        b, m, n = perms.shape
+        s = saved[1].shape[1]
+        dev = perms.device
+        gamma = -0.5 * grad                                              # on t_j: (b, s, m)
+        gamma0 = (0.5 * grad.sum(-1)).view(b, s, 1, 1)                   # on sum_i C[i, i]
+        total = gamma.sum((1, 2)).view(b, 1, 1)
+        # rows (b, s, i) take the bag {(b, pi_j(i))}_j; rows (b, k) take {(b, s, pi_j^-1(k))}_{s, j}
+        fwd_idx = ((torch.arange(b, device=dev) * n).view(b, 1, 1) + perms).transpose(1, 2)
+        fwd_idx = fwd_idx.unsqueeze(1).expand(b, s, n, m)
+        fwd_wts = 2.0 * gamma.unsqueeze(2).expand(b, s, n, m)
+        inverse = torch.empty_like(perms).scatter_(-1, perms, torch.arange(n, device=dev).expand(b, m, n))
+        inv_idx = (torch.arange(b * s, device=dev) * n).view(b, s, 1, 1) + inverse.unsqueeze(1)
+        inv_idx = inv_idx.permute(0, 3, 1, 2).reshape(b, n, s * m)
+        inv_wts = -2.0 * gamma.unsqueeze(1).expand(b, n, s, m).reshape(b, n, s * m)
+        grads = [None]
+        for i in range(0, len(saved), 6):
+            a, delta, wc, muc, bc, wc2 = saved[i: i + 6]
+            h = (a.unsqueeze(1) * delta).mul_(2.0 * gamma0)                # 2 gamma_0 A delta
+            # dL/dw[i] = 2 gamma_0 A delta + w' sum_j 2 gamma_j A[k] - sum_j 2 gamma_j (mu' A)[k]
+            grad_w = wc * _bag_sums(a, fwd_idx, fwd_wts)
+            grad_w.sub_(_bag_sums(bc, fwd_idx, fwd_wts)).add_(h)
+            # over (s, j) with k fixed, W1 = sum gamma w'[i], W2 = sum gamma w'[i]^2 (here times -2)
+            # and u = W1 - total mu': sum gamma (w'[i] - mu'[k]) = u and
+            # sum gamma (w'[i] - mu'[k])^2 = W2 - mu' (W1 + u)
+            w1 = _bag_sums(wc, inv_idx, inv_wts)
+            u = torch.addcmul(w1, 2.0 * total, muc)
+            grad_mu = (a * u).sub_(_sum_samples(h))
+            grad_log_sd = _bag_sums(wc2, inv_idx, inv_wts).sub_(muc * w1.add_(u)).mul_(a)
+            grad_log_sd.sub_(_sum_samples(h.mul_(delta)))                      # dA/dlog sigma = -2 A
+            grads += [grad_w, grad_mu, grad_log_sd]
+        return tuple(grads)
+
+
+def _row_dot(x: Tensor, y: Tensor) -> Tensor:
+    """``(x * y).sum(-1)`` as a batched matmul, without a full-size temporary."""
+    return (x.unsqueeze(-2) @ y.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+
+
+def _sum_samples(t: Tensor) -> Tensor:
+    """``t.sum(1)`` without a copy when there is one sample."""
+    return t.squeeze(1) if t.shape[1] == 1 else t.sum(1)
+
+
+def _bag_sums(table: Tensor, idx: Tensor, weights: Tensor) -> Tensor:
+    """``out[..., :] = sum_t weights[..., t] rows[idx[..., t]]`` (the last axis of ``idx``),
+    ``rows`` being ``table`` flattened to its last axis; shape ``idx.shape[:-1] + (R,)``."""
+    r = table.shape[-1]
+    out = torch.nn.functional.embedding_bag(idx.reshape(-1, idx.shape[-1]), table.reshape(-1, r),
+                                            mode="sum", per_sample_weights=weights.reshape(-1, idx.shape[-1]))
+    return out.view(idx.shape[:-1] + (r,))

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from symlib.inference import mfvi
-from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
+from symlib.nn.mlp import MLPSpec, activation_fn, init_mlp, mlp_forward
 from symlib.nn.orthoskip import orthoskip_forward, skip_matrices
+from symlib.transforms import ordered_from_unconstrained
 
 F64 = torch.float64
 
@@ -65,6 +66,87 @@ def test_local_trick_matches_weight_sampling_through_a_deep_skip_network(ordered
     se = ((v1 + v2) / n).sqrt()
     assert ((m1 - m2).abs() < 5 * se).all(), (m1, m2)
     assert torch.allclose(v1, v2, rtol=0.08), (v1, v2)
+
+
+def _reference_outputs(q, model, x, n_samples, generator):
+    """The local reparameterisation trick written out with plain autograd ops, one layer at a
+    time on (models, samples, points, units) tensors, drawing the noise in sample_outputs'
+    order (per layer: the ordered biases' noise, then the pre-activations')."""
+    spec = model.spec
+    f = activation_fn(spec.activation)
+    n_models = q.mean["W1"].shape[0]
+    flag = model.ordered_biases
+    mask = flag if isinstance(flag, torch.Tensor) else torch.full((n_models,), bool(flag))
+    mask = mask.view(n_models, 1, 1, 1)
+    h = x.expand(n_models, n_samples, *x.shape)
+    for l in range(1, spec.n_layers + 1):
+        width = spec.widths[l]
+        w_mean, w_var = q.mean[f"W{l}"].unsqueeze(1), torch.exp(2 * q.log_sd[f"W{l}"]).unsqueeze(1)
+        b_mean, b_sd = q.mean[f"b{l}"].view(n_models, 1, 1, width), torch.exp(q.log_sd[f"b{l}"]).view(n_models, 1, 1, width)
+        b_sample = torch.zeros_like(b_mean)
+        if bool(mask.any()) and l < spec.n_layers:
+            eps_b = torch.randn((n_models, n_samples, 1, width), generator=generator, dtype=x.dtype)
+            b_sample = torch.where(mask, ordered_from_unconstrained(b_mean + b_sd * eps_b), 0.0)
+            b_mean, b_sd = torch.where(mask, 0.0, b_mean), torch.where(mask, 0.0, b_sd)
+        inp = h if l == 1 else f(h)
+        mu = inp @ w_mean.transpose(-1, -2) + b_mean + b_sample
+        var = inp.square() @ w_var.transpose(-1, -2) + b_sd.square()
+        if f"O{l}" in model.skips:
+            mu = mu + h @ model.skips[f"O{l}"].unsqueeze(1).transpose(-1, -2)
+        if l == 1:  # as in sample_outputs: x = 0 with an ordered bias has zero variance
+            var = var.clamp_min(torch.finfo(var.dtype).tiny)
+        eps = torch.randn((n_models, n_samples, x.shape[0], width), generator=generator, dtype=x.dtype)
+        h = mu + var.sqrt() * eps
+    return h
+
+
+@pytest.mark.parametrize("activation, ordered, dtype", [
+    ("selu", "mixed", F64), ("selu", True, torch.float32), ("relu", False, F64), ("tanh", "mixed", F64),
+    ("identity", False, F64),
+])
+def test_sample_outputs_and_its_gradients_match_a_plain_autograd_reference(activation, ordered, dtype):
+    """Same generator state -> the same outputs, ELBO and gradients as the reference above
+    (chapter 1's setting: a batch of models with and without skips and ordered biases)."""
+    spec = MLPSpec((1, 4, 5, 3, 2), activation)
+    gen = torch.Generator().manual_seed(5)
+    q = _random_state(spec, gen, (3,), sd_range=(0.2, 0.6))
+    q = mfvi.MeanField(*({k: v.to(dtype).requires_grad_(True) for k, v in d.items()} for d in q))
+    skips = skip_matrices(spec, gen, dtype=dtype)
+    skips = {k: torch.stack([v, torch.zeros_like(v), v]) for k, v in skips.items()}
+    flag = torch.tensor([True, False, True]) if ordered == "mixed" else ordered
+    model = mfvi.BayesMLP(spec, skips, flag)
+    x = torch.linspace(-1.5, 1.5, 7, dtype=dtype)[:, None]
+    y = torch.randn(7, 2, generator=gen, dtype=dtype)
+    leaves = list(q.mean.values()) + list(q.log_sd.values())
+    results = []
+    for sampler in (mfvi.sample_outputs, _reference_outputs):
+        out = sampler(q, model, x, 6, torch.Generator().manual_seed(9))
+        loss = -mfvi.gaussian_log_likelihood(y, out, 0.3).mean(-1).sum() + mfvi.kl_divergence(q, model).sum()
+        results.append((out, loss, torch.autograd.grad(loss, leaves)))
+    (out, loss, grads), (ref_out, ref_loss, ref_grads) = results
+    tol = {"rtol": 1e-11, "atol": 1e-11} if dtype == F64 else {"rtol": 1e-4, "atol": 1e-4}
+    assert out.shape == ref_out.shape == (3, 6, 7, 2)
+    assert torch.allclose(out, ref_out, **tol)
+    assert torch.allclose(loss, ref_loss, **tol)
+    for g, r in zip(grads, ref_grads):
+        assert torch.allclose(g, r, **tol), (g - r).abs().max()
+
+
+def test_local_reparameterisation_backward_matches_finite_differences():
+    spec = MLPSpec((2, 3, 3, 2), "selu")
+    gen = torch.Generator().manual_seed(6)
+    q = _random_state(spec, gen, (2,), sd_range=(0.3, 0.8))
+    skips = {k: torch.stack([v, torch.zeros_like(v)]) for k, v in skip_matrices(spec, gen, dtype=F64).items()}
+    model = mfvi.BayesMLP(spec, skips, torch.tensor([True, False]))
+    x = torch.randn(4, 2, generator=gen, dtype=F64)
+    keys = list(q.mean)
+
+    def outputs(*tensors):
+        state = mfvi.MeanField(dict(zip(keys, tensors[: len(keys)])), dict(zip(keys, tensors[len(keys):])))
+        return mfvi.sample_outputs(state, model, x, 3, torch.Generator().manual_seed(1))
+
+    inputs = [t.clone().requires_grad_(True) for t in (*q.mean.values(), *q.log_sd.values())]
+    assert torch.autograd.gradcheck(outputs, inputs)
 
 
 def test_sample_functions_evaluates_whole_weight_draws():

@@ -152,6 +152,99 @@ def test_unit_pair_path_equals_direct_path_batched_and_far_apart():
         assert torch.allclose(up, direct, rtol=1e-5, atol=1e-2), (up - direct).abs().max()
 
 
+def _leaves(q):
+    return sgm.MeanField(*({k: v.detach().clone().requires_grad_(True) for k, v in d.items()} for d in q))
+
+
+@pytest.mark.parametrize("widths, batch, shape", [((6, 7, 3), (2,), (2, 5)), ((6, 7, 3), (2,), (5,)),
+                                                  ((4, 9, 2), (), (6,))])
+def test_both_paths_give_the_same_entropy_estimate_and_gradients(widths, batch, shape):
+    """H_K and its gradients with respect to mu and log sigma (through the reparameterised
+    draws too) agree between the dense unit-pair path (autograd) and the sampled-pair path
+    (hand-written backward), in float64 and with copies many sds apart."""
+    _spec, ps, q0 = _q(widths, seed=6, sd=0.05, batch=batch)
+    gen = torch.Generator().manual_seed(2)
+    q0 = sgm.MeanField(q0.mean, {k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=DT)
+                                 for k, v in q0.log_sd.items()})
+    g = sgm.sample_permutations(ps, shape, gen)
+    out = {}
+    for path in ("unit_pairs", "direct"):
+        q = _leaves(q0)
+        w = sgm.sample_weights(q, ps, 3, torch.Generator().manual_seed(7))
+        h = -sgm.log_prob(q, ps, w).mean(-1) + sgm.mutual_information_estimate(q, ps, w, g, path)
+        leaves = list(q.mean.values()) + list(q.log_sd.values())
+        out[path] = (h, torch.autograd.grad(h.sum(), leaves))
+    (h_up, g_up), (h_dir, g_dir) = out["unit_pairs"], out["direct"]
+    assert torch.allclose(h_up, h_dir, rtol=1e-12, atol=1e-10)
+    for a, b in zip(g_up, g_dir):
+        assert torch.allclose(a, b, rtol=1e-9, atol=1e-9), (a - b).abs().max()
+
+
+def test_sampled_pair_gradients_match_finite_differences():
+    """The hand-written backward of the direct path against central differences, with repeated
+    elements and the identity among them (shared and fixed unit pairs), two models, S = 2."""
+    _spec, ps, q = _q((3, 4, 2), seed=3, sd=0.4, batch=(2,))
+    gen = torch.Generator().manual_seed(4)
+    w = sgm.sample_weights(q, ps, 2, gen)
+    g = sgm.sample_permutations(ps, (2, 4), gen)
+    g.perms["P1"][:, 1] = g.perms["P1"][:, 0]
+    g.perms["P1"][0, 2] = torch.arange(4)
+    keys = list(q.mean)
+
+    def ratios(*tensors):
+        k = len(keys)
+        state = sgm.MeanField(dict(zip(keys, tensors[:k])), dict(zip(keys, tensors[k: 2 * k])))
+        return sgm.log_density_ratios(state, ps, dict(zip(keys, tensors[2 * k:])), g, "direct")
+
+    inputs = [t.clone().requires_grad_(True) for t in (*q.mean.values(), *q.log_sd.values(), *w.values())]
+    assert torch.autograd.gradcheck(ratios, inputs)
+
+
+def test_direct_path_in_float32_stays_accurate_when_copies_overlap():
+    """Units all near one mean far from zero, sd << mean: the copies overlap (d of order 10)
+    while w^2 / sigma^2 is of order 10^7. The float32 direct path (diagonal summed entry by
+    entry, off-diagonal pairs expanded around the units' mean) matches a float64 evaluation."""
+    spec = MLPSpec((20, 64, 3))
+    ps = mlp_permutation_spec(spec)
+    gen = torch.Generator().manual_seed(0)
+    means = {k: 30.0 + 1e-3 * torch.randn(s, generator=gen) for k, s in spec.shapes().items()}
+    q32 = sgm.mean_field(means, 0.01)
+    w32 = sgm.sample_weights(q32, ps, 4, gen)
+    g = sgm.sample_permutations(ps, (19,), gen)
+    d32 = sgm.log_density_ratios(q32, ps, w32, g, "direct")
+    q64 = sgm.MeanField(*({k: v.double() for k, v in d.items()} for d in q32))
+    d64 = sgm.log_density_ratios(q64, ps, {k: v.double() for k, v in w32.items()}, g, "unit_pairs")
+    assert 1.0 < d64.abs().median() < 100.0
+    assert torch.allclose(d32.double(), d64, rtol=1e-5, atol=1e-3), (d32 - d64).abs().max()
+
+
+def test_cost_rule_picks_the_expected_path():
+    rule = sgm.choose_ratio_path
+    # MNIST-sized rows (784 inputs + bias + 10 outputs), one model, one sample
+    kw = {"row_size": 795}
+    assert rule(512, 19, **kw) is sgm.RatioPath.DIRECT                   # K = 20 at width 512
+    assert rule(512, 1, **kw) is sgm.RatioPath.DIRECT
+    assert rule(512, 300, **kw) is sgm.RatioPath.DIRECT                  # m < 0.68 N
+    assert rule(512, 400, **kw) is sgm.RatioPath.UNIT_PAIRS
+    assert rule(5, 19, **kw) is sgm.RatioPath.UNIT_PAIRS                 # small N x N matrices
+    assert rule(30, 19, **kw) is sgm.RatioPath.UNIT_PAIRS
+    assert rule(30, 4, row_size=795, n_rows=10) is sgm.RatioPath.DIRECT  # chapter 3: 10 seeds
+    # float64 weights make the direct path's kernels slower
+    assert rule(512, 50, **kw, dtype=torch.float64) is sgm.RatioPath.DIRECT
+    assert rule(512, 99, **kw, dtype=torch.float64) is sgm.RatioPath.UNIT_PAIRS
+    # dense matrices too large for memory: direct whatever K
+    assert rule(20_000, 19_000, row_size=4) is sgm.RatioPath.DIRECT
+    # AUTO evaluates with the chosen path
+    for widths, k, expected in (((6, 5, 2), 8, "unit_pairs"), ((40, 256, 3), 4, "direct")):
+        _spec, ps, q = _q(widths, seed=1, sd=0.2)
+        gen = torch.Generator().manual_seed(0)
+        w = sgm.sample_weights(q, ps, 2, gen)
+        g = sgm.sample_permutations(ps, (k,), gen)
+        chosen = rule(widths[1], k, row_size=widths[0] + 1 + widths[2], n_rows=2, dtype=DT)
+        assert chosen.value == expected
+        assert torch.equal(sgm.log_density_ratios(q, ps, w, g), sgm.log_density_ratios(q, ps, w, g, chosen))
+
+
 # --------------------------------------------------------------------------- the estimator
 
 

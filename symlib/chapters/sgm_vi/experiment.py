@@ -92,7 +92,7 @@ __all__ = [
 ]
 
 CHAPTER = "03_sgm_vi"
-VERSION = "1"
+VERSION = "2"  # 2: SGM density ratios through the cost rule's path (rounding-level changes)
 """Bump when a code change alters the cached results."""
 
 _STREAMS = {"interp": 0, "prox": 1, "toy_data": 2, "toy_init": 3, "toy_noise": 4, "toy_perm": 5,
