@@ -1,5 +1,6 @@
 """Batched (vmapped) training equals training each network on its own."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -84,7 +85,36 @@ def test_batched_adam_equals_torch_optim_adam():
 
 
 def test_unknown_optimizer_is_refused():
-    import pytest
-
     with pytest.raises(ValueError, match="optimizer"):
         bt.SGDConfig(lr=0.1, epochs=1, batch_size=4, optimizer="rmsprop")
+
+
+def test_minibatch_crops_are_windows_of_the_padded_images():
+    """Replays the draws (one shuffle per epoch; per batch, row then column offsets of every
+    image) and cuts each crop out of the zero-padded image by slicing."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(10, 2, 5, 6, generator=gen)
+    y = torch.arange(10)
+    got = list(
+        bt.minibatches(3, x, y, 4, torch.Generator().manual_seed(7), crop_padding=2, epochs=2)
+    )
+    replay = torch.Generator().manual_seed(7)
+    padded = F.pad(x, (2, 2, 2, 2))
+    k = 0
+    for epoch in range(2):
+        order = torch.argsort(torch.rand(3, 10, generator=replay), dim=1)
+        for s in range(2):
+            idx = order[:, s * 4 : (s + 1) * 4].flatten()
+            oy = torch.randint(0, 5, (12,), generator=replay)
+            ox = torch.randint(0, 5, (12,), generator=replay)
+            want = torch.stack([padded[i, :, a : a + 5, c : c + 6] for i, a, c in zip(idx, oy, ox)])
+            assert got[k][0] == epoch
+            assert torch.equal(got[k][1], want.view(3, 4, 2, 5, 6))
+            assert torch.equal(got[k][2], y[idx].view(3, 4))
+            k += 1
+    assert k == len(got)
+    # random_crop draws and cuts the same way
+    replay = torch.Generator().manual_seed(8)
+    oy, ox = (torch.randint(0, 5, (10,), generator=replay) for _ in range(2))
+    want = torch.stack([padded[i, :, a : a + 5, c : c + 6] for i, a, c in zip(range(10), oy, ox)])
+    assert torch.equal(bt.random_crop(x, 2, torch.Generator().manual_seed(8)), want)
