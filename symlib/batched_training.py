@@ -9,13 +9,16 @@ its own minibatch order, but all of them advance in one vectorised computation::
 
 with ``lr_t`` halved (``gamma``) at each milestone epoch. Randomness is explicit: the shuffles
 (and crops) come from the ``torch.Generator`` passed in; :func:`shuffles` is public so a test
-can replay the same orders sequentially.
+can replay the same orders sequentially. A model can also supply all networks' losses in one
+call (``batched_loss_fn``; OptuNet's uses grouped convolutions), which is several times
+faster than ``vmap`` for convnets on a CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch.func import grad, vmap
@@ -132,6 +135,7 @@ def train_batched(
     generator: torch.Generator,
     *,
     on_step: Callable[[int, Params], None] | None = None,
+    batched_loss_fn: Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> Params:
     """Train ``M`` networks (a leading axis of size ``M`` on every tensor of ``params``).
 
@@ -145,6 +149,11 @@ def train_batched(
         generator: source of the shuffles (one :func:`shuffles` call per epoch) and crops.
         on_step: called as ``on_step(step, params)`` after every step (e.g. to record the
             sorting permutations during training, Laurent et al. Fig. 4).
+        batched_loss_fn: optional faster form of ``vmap(loss_fn)``: all networks' losses
+            ``(M,)`` from batched ``params`` and batches ``xb (M, B, ...)``, ``yb (M, B)``
+            (e.g. :func:`symlib.convnets.optunet_cross_entropy_batched`). The gradient is then
+            that of their sum, one backward pass for all networks; each network's loss depends
+            on its own parameters only, so each still gets its own gradient.
 
     Returns:
         The trained batched parameters.
@@ -152,7 +161,10 @@ def train_batched(
     params = {k: v.detach().clone() for k, v in params.items()}
     n_models = next(iter(params.values())).shape[0]
     state = optimizer_state(params)
-    step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
+    if batched_loss_fn is None:
+        step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
+    else:
+        step_grad = partial(_summed_loss_grad, batched_loss_fn)
     lr, last_epoch = config.lr, -1
     batches = minibatches(n_models, x, y, config.batch_size, generator,
                           crop_padding=config.crop_padding, epochs=config.epochs)
@@ -165,6 +177,13 @@ def train_batched(
         if on_step is not None:
             on_step(step, params)
     return params
+
+
+def _summed_loss_grad(batched_loss_fn, params: Params, xb, yb) -> Params:
+    """Gradient of the sum of all networks' losses: each network's own gradient."""
+    leaves = {k: v.detach().requires_grad_() for k, v in params.items()}
+    grads = torch.autograd.grad(batched_loss_fn(leaves, xb, yb).sum(), list(leaves.values()))
+    return dict(zip(leaves, grads))
 
 
 def optimizer_state(params: Params) -> dict:
