@@ -5,10 +5,11 @@
 - :mod:`~symlib.book.results`: results files and the claims ledger;
 - :mod:`~symlib.book.reference`: the papers, and their reported tables as data;
 - :mod:`~symlib.book.cache`: the on-disk cache of expensive results;
+- :mod:`~symlib.book.parallel`: independent fits fanned out through joblib (a cluster via Dask);
 - :mod:`~symlib.book.data`: the book's datasets, all available offline;
 - :mod:`~symlib.book.plotting`: the house style;
 - :mod:`~symlib.book.pipeline`: ``python -m symlib.book.pipeline`` executes notebooks and builds
   the book (needs the ``book`` extra).
 """
 
-__all__ = ["cache", "data", "pipeline", "plotting", "profiles", "reference", "results", "runtime"]
+__all__ = ["cache", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime"]

@@ -8,8 +8,9 @@ one), so only the first :func:`build` of each program pays. httpstan's build wri
 current directory, so :func:`build` runs from a temporary directory and never touches the
 repository tree.
 
-httpstan also stores every seeded fit; :meth:`StanModel.sample` deletes the files its call
-added, since symlib caches results itself.
+httpstan also stores every seeded fit; :meth:`StanModel.sample` deletes the files of its own
+chains, since symlib caches results itself (only its own: other processes, e.g. joblib workers,
+may be sampling the same model at the same time).
 
 PyStan drives httpstan through ``asyncio.run``; inside a Jupyter kernel an event loop is already
 running, so :func:`build` applies ``nest_asyncio`` first (only then). PyStan's progress lines are
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import io
 import os
 import re
@@ -128,13 +130,11 @@ class StanModel:
                 fit = self.model.sample(**kwargs)
             except Exception as err:
                 raise RuntimeError(f"Stan sampling of {self.name!r} failed: {err}\n{log.getvalue()}") from err
-            finally:
-                # httpstan keeps every seeded fit on disk; symlib caches results itself, so drop
-                # the files this call added (a rerun then samples again instead of replaying).
-                if fits_dir.is_dir():
-                    for path in set(fits_dir.glob("*")) - before:
-                        path.unlink(missing_ok=True)
         wall = time.perf_counter() - t0
+        # httpstan keeps every seeded fit on disk; symlib caches results itself, so drop this
+        # call's files (a rerun then samples again instead of replaying). Only this call's: a
+        # file that appeared meanwhile may be another process's fit, still to be read.
+        _delete_fits(set(fits_dir.glob("*")) - before if fits_dir.is_dir() else set(), fit.stan_outputs)
         out = {}
         for name, dims in zip(fit.param_names, fit.dims):
             arr = np.asarray(fit[name]).reshape(-1, draws, chains)     # (flat, draw, chain)
@@ -167,6 +167,7 @@ def build(name: str, data: dict, *, seed: int, code: str | None = None) -> StanM
     code = program(name) if code is None else code
     data = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in data.items()}
     _allow_nested_loop()
+    _stop_pool_at_exit()
     t0 = time.perf_counter()
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="symlib-stan-") as tmp, _quiet() as log:
@@ -187,6 +188,17 @@ def _fits_directory(model_name: str):
     return httpstan.cache.model_directory(model_name) / "fits"
 
 
+def _delete_fits(paths, outputs) -> None:
+    """Delete those of ``paths`` (httpstan's gzipped fit files) that hold one of ``outputs``."""
+    mine = set(outputs)
+    for path in paths:
+        try:
+            if gzip.decompress(path.read_bytes()) in mine:
+                path.unlink(missing_ok=True)
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue  # gone already, or still being written by its own process
+
+
 def _elapsed(fit, chains: int) -> tuple[np.ndarray, np.ndarray]:
     """Stan's own per-chain warm-up and sampling times, parsed from its logger messages."""
     warm, samp = np.full(chains, np.nan), np.full(chains, np.nan)
@@ -195,6 +207,30 @@ def _elapsed(fit, chains: int) -> tuple[np.ndarray, np.ndarray]:
         for value, kind in _ELAPSED_RE.findall(text):
             (warm if kind == "Warm-up" else samp)[c] = float(value)
     return warm, samp
+
+
+_POOL_FINALIZER = None
+
+
+def _stop_pool_at_exit() -> None:
+    """Make this process stop httpstan's chain processes first when it exits.
+
+    httpstan runs chains in a module-level ``ProcessPoolExecutor``. When this process is itself
+    a worker process (joblib's), multiprocessing joins its children on exit before
+    concurrent.futures tells the pool to stop, so the exit would wait for ever. A
+    multiprocessing finalizer runs before that join (in the main process the pool is already
+    stopped by then, and stopping it again does nothing).
+    """
+    global _POOL_FINALIZER
+    if _POOL_FINALIZER is None:
+        import multiprocessing.util
+
+        import httpstan.services_stub
+
+        # priority above the pool's call queue's own finalizer (10), which closes the queue:
+        # after it, the stop signals would never reach the chain processes
+        _POOL_FINALIZER = multiprocessing.util.Finalize(
+            None, httpstan.services_stub.executor.shutdown, exitpriority=100)
 
 
 def _allow_nested_loop() -> None:

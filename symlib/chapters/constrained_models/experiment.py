@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy import stats
-from tqdm import tqdm
 
 from symlib import transforms as tf
 from symlib.book.cache import cached
 from symlib.book.data import load_boston, standardise
+from symlib.book.parallel import fan_out
 from symlib.book.profiles import select_profile
 from symlib.book.runtime import torch_threads
 from symlib.chapters.constrained_models.paper import reported
@@ -209,35 +209,58 @@ def synthetic_data(profile: ConstrainedModelsProfile, seed: int, generator: str 
     return x, y, truth, noise, rng
 
 
-def synthetic_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False) -> dict:
-    """NUTS and both ADVI families on every model, for the paper's generator (and the code's)."""
+def synthetic_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False,
+                         jobs: int | None = None) -> dict:
+    """NUTS and both ADVI families on every model, for the paper's generator (and the code's).
+
+    The fits are independent and run through :func:`symlib.book.parallel.fan_out` (``jobs`` at
+    a time, default ``$SYMLIB_JOBS``); each draws from its own seeds, so the results do not
+    depend on ``jobs``.
+    """
     out = {"datasets": {}}
     generators = ("paper", "code") if profile.synth_code_generator else ("paper",)
+    tasks = []
     for g in generators:
         x, y, truth, noise, rng = synthetic_data(profile, seed, g)
-        prior = idf.NetPrior(w_laplace=False, w_scale=profile.synth_w_scale,
-                             sigma_scale=profile.sigma_scale if g == "paper" else 2.0,
-                             angle_jacobian=profile.angle_jacobian)
-        grid = torch.stack([torch.linspace(-rng, rng, 101, dtype=torch.float64),
-                            torch.zeros(101, dtype=torch.float64)], -1)     # the slice x2 = 0
-        ds = {"x": x.numpy(), "y": y.numpy(), "truth": {k: v.numpy() for k, v in truth.items()},
-              "noise_sd": noise, "grid": grid.numpy(), "f_true": idf.forward(truth, grid).numpy(),
-              "fits": {}}
+        grid = _synthetic_grid(rng)
+        out["datasets"][g] = {
+            "x": x.numpy(), "y": y.numpy(), "truth": {k: v.numpy() for k, v in truth.items()},
+            "noise_sd": noise, "grid": grid.numpy(), "f_true": idf.forward(truth, grid).numpy(),
+            "fits": {}}
         methods = METHODS if g == "paper" else METHODS[:1]
-        jobs = [(m, meth) for m in idf.MODELS for meth in methods]
-        for i, (model, meth) in enumerate(tqdm(jobs, desc=f"synthetic ({g})", disable=not progress)):
-            if meth == "NUTS":
-                fit = _nuts(model, x, y, 2, prior, chains=profile.synth_chains,
-                            warmup=profile.synth_warmup, draws=profile.synth_draws,
-                            seed=_stan_seed(seed, 100 + i + 50 * (g == "code")))
-            else:
-                fit = _advi(model, x, y, prior, profile, seed, meth, i)
-            fit["predictive"] = _predictive(fit["params"], grid, _generator(seed, "predictive", i))
-            fit["hyperbola"] = hyperbola_stats(fit["params"])
-            fit["modes"] = _mode_labels(fit["params"], profile.synth_chains if meth == "NUTS" else 1)
-            ds["fits"][model, meth] = fit
-        out["datasets"][g] = ds
+        jobs_g = [(m, meth) for m in idf.MODELS for meth in methods]
+        tasks += [(profile, seed, g, i, model, meth) for i, (model, meth) in enumerate(jobs_g)]
+    fits = fan_out(_synthetic_fit, tasks, threads=profile.threads, jobs=jobs, progress=progress,
+                   desc="synthetic fits")
+    for (_, _, g, _, model, meth), fit in zip(tasks, fits):
+        out["datasets"][g]["fits"][model, meth] = fit
     return out
+
+
+def _synthetic_grid(x_range: float) -> torch.Tensor:
+    """101 points on the slice ``x2 = 0`` of the input square."""
+    return torch.stack([torch.linspace(-x_range, x_range, 101, dtype=torch.float64),
+                        torch.zeros(101, dtype=torch.float64)], -1)
+
+
+def _synthetic_fit(profile: ConstrainedModelsProfile, seed: int, generator: str, index: int,
+                   model: str, method: str) -> dict:
+    """Fit number ``index`` of the synthetic experiment on ``generator``'s data (one task)."""
+    x, y, _, _, rng = synthetic_data(profile, seed, generator)
+    prior = idf.NetPrior(w_laplace=False, w_scale=profile.synth_w_scale,
+                         sigma_scale=profile.sigma_scale if generator == "paper" else 2.0,
+                         angle_jacobian=profile.angle_jacobian)
+    if method == "NUTS":
+        fit = _nuts(model, x, y, 2, prior, chains=profile.synth_chains,
+                    warmup=profile.synth_warmup, draws=profile.synth_draws,
+                    seed=_stan_seed(seed, 100 + index + 50 * (generator == "code")))
+    else:
+        fit = _advi(model, x, y, prior, profile, seed, method, index)
+    fit["predictive"] = _predictive(fit["params"], _synthetic_grid(rng),
+                                    _generator(seed, "predictive", index))
+    fit["hyperbola"] = hyperbola_stats(fit["params"])
+    fit["modes"] = _mode_labels(fit["params"], profile.synth_chains if method == "NUTS" else 1)
+    return fit
 
 
 def _nuts(model: str, x, y, hidden: int, prior: idf.NetPrior, *, chains: int, warmup: int,
@@ -411,39 +434,57 @@ def plot_predictive(synth: dict, generator: str = "paper"):
 # --------------------------------------------------------------------------- 3. Boston housing
 
 
-def boston_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False) -> dict:
-    """NUTS on the unconstrained and the constrained model for every random 80/20 split."""
+BOSTON_MODELS = ("unconstrained", "constrained")
+
+
+def boston_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False,
+                      jobs: int | None = None) -> dict:
+    """NUTS on the unconstrained and the constrained model for every random 80/20 split.
+
+    The splits x models fits are independent and run through
+    :func:`symlib.book.parallel.fan_out` (``jobs`` at a time, default ``$SYMLIB_JOBS``).
+    """
+    tasks = [(profile, seed, s, j) for s in range(profile.boston_splits)
+             for j in range(len(BOSTON_MODELS))]
+    fits = iter(fan_out(_boston_fit, tasks, threads=profile.threads, jobs=jobs,
+                        progress=progress, desc="Boston NUTS"))
+    n = len(load_boston(standardise=False)[0])
+    n_test = round(profile.boston_test_fraction * n)
+    splits = []
+    for s in range(profile.boston_splits):
+        row = {"split": s + 1, "n_train": n - n_test, "n_test": int(n_test)}
+        row.update({model: next(fits) for model in BOSTON_MODELS})
+        splits.append(row)
+    return {"splits": splits, "hidden": profile.boston_hidden}
+
+
+def _boston_fit(profile: ConstrainedModelsProfile, seed: int, split: int, index: int) -> dict:
+    """NUTS on split ``split`` for model ``BOSTON_MODELS[index]`` (one task): test MSE of the
+    posterior-predictive mean, share of test points outside its central 95% interval."""
+    model = BOSTON_MODELS[index]
     x_all, y_all = load_boston(standardise=False)
     x_all, y_all = x_all.double(), y_all.double()
     n = x_all.shape[0]
     n_test = round(profile.boston_test_fraction * n)
     prior = idf.NetPrior(w_laplace=profile.w_laplace, w_scale=1.0, sigma_scale=profile.sigma_scale,
                          angle_jacobian=profile.angle_jacobian)
-    splits = []
-    bar = tqdm(total=2 * profile.boston_splits, desc="Boston NUTS", disable=not progress)
-    for s in range(profile.boston_splits):
-        perm = torch.randperm(n, generator=_generator(seed, "boston_split", s))
-        te, tr = perm[:n_test], perm[n_test:]
-        xtr, xte, _, _ = standardise(x_all[tr], x_all[te])
-        ytr, yte, _, _ = standardise(y_all[tr], y_all[te])
-        row = {"split": s + 1, "n_train": len(tr), "n_test": int(n_test)}
-        for j, model in enumerate(("unconstrained", "constrained")):
-            fit = _nuts(model, xtr, ytr, profile.boston_hidden, prior, chains=profile.boston_chains,
-                        warmup=profile.boston_warmup, draws=profile.boston_draws,
-                        seed=_stan_seed(seed, 1000 + 2 * s + j), max_depth=profile.boston_max_depth,
-                        f_points=xte[:20])
-            p = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in fit["params"].items()}
-            f = idf.forward(p, xte)                                          # (S, n_test)
-            gen = _generator(seed, "predictive", 1000 + 2 * s + j)
-            ys = f + p["sigma"][:, None] * torch.randn(f.shape, generator=gen, dtype=torch.float64)
-            lo, hi = torch.quantile(ys, torch.tensor([0.025, 0.975], dtype=torch.float64), dim=0)
-            row[model] = {"mse": float(((f.mean(0) - yte) ** 2).mean()),
-                          "outside": float(((yte < lo) | (yte > hi)).double().mean()),
-                          "diag": fit["diag"]}
-            bar.update(1)
-        splits.append(row)
-    bar.close()
-    return {"splits": splits, "hidden": profile.boston_hidden}
+    perm = torch.randperm(n, generator=_generator(seed, "boston_split", split))
+    te, tr = perm[:n_test], perm[n_test:]
+    xtr, xte, _, _ = standardise(x_all[tr], x_all[te])
+    ytr, yte, _, _ = standardise(y_all[tr], y_all[te])
+    stream = 1000 + 2 * split + index
+    fit = _nuts(model, xtr, ytr, profile.boston_hidden, prior, chains=profile.boston_chains,
+                warmup=profile.boston_warmup, draws=profile.boston_draws,
+                seed=_stan_seed(seed, stream), max_depth=profile.boston_max_depth,
+                f_points=xte[:20])
+    p = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in fit["params"].items()}
+    f = idf.forward(p, xte)                                          # (S, n_test)
+    gen = _generator(seed, "predictive", stream)
+    ys = f + p["sigma"][:, None] * torch.randn(f.shape, generator=gen, dtype=torch.float64)
+    lo, hi = torch.quantile(ys, torch.tensor([0.025, 0.975], dtype=torch.float64), dim=0)
+    return {"mse": float(((f.mean(0) - yte) ** 2).mean()),
+            "outside": float(((yte < lo) | (yte > hi)).double().mean()),
+            "diag": fit["diag"]}
 
 
 def boston_tables(boston: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -54,6 +54,7 @@ import numpy as np
 import torch
 
 from symlib.book.data import sinc_function, sinc_regression
+from symlib.book.parallel import fan_out
 from symlib.book.preconditions import plateaued
 from symlib.book.profiles import select_profile
 from symlib.book.results import Kind, depends_on, precondition
@@ -135,8 +136,9 @@ def run(config: OrthoSkipProfile | str, *, seed: int, device: torch.device | str
     main = replace(profile, robustness=())  # the sweep is its own stage (:func:`robustness`)
     key = {"profile": main, "seed": int(seed), "device": device.type}
     def compute():
-        with torch_threads(cpu_threads if device.type == "cpu" else None):
-            return _compute(main, int(seed), device)
+        threads = cpu_threads if device.type == "cpu" else None
+        with torch_threads(threads):
+            return _compute(main, int(seed), device, threads)
 
     results = cached(CHAPTER, VERSION, key, compute, refresh=refresh)
     results["profile"] = _profile_name(profile)
@@ -146,16 +148,29 @@ def run(config: OrthoSkipProfile | str, *, seed: int, device: torch.device | str
 # --------------------------------------------------------------------------- computation
 
 
-def _compute(profile: OrthoSkipProfile, seed: int, device: torch.device) -> dict:
+def _compute(profile: OrthoSkipProfile, seed: int, device: torch.device,
+             threads: int | None = 1) -> dict:
+    """Both experiments, independent of each other, through :func:`symlib.book.parallel.fan_out`
+    (side by side when ``$SYMLIB_JOBS`` allows; each derives its own random streams)."""
     start = time.perf_counter()
     out = {"seed": seed, "device": str(device), "config": asdict(profile)}
-    fit = _sinc_experiment(profile, seed, device)
+    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device)),
+                                                   (profile, seed, "gap", "cpu")], threads=threads)
     out.update(fit)
-    t_gap = time.perf_counter()
-    out["gap"] = _gap_experiment(profile, seed)
-    out["timing"]["gap_s"] = time.perf_counter() - t_gap
+    out["gap"] = gap
+    out["timing"]["gap_s"] = gap_s
     out["timing"]["total_s"] = time.perf_counter() - start
     return out
+
+
+def _experiment(profile: OrthoSkipProfile, seed: int, which: str, device: str) -> tuple[dict, float]:
+    """One of the two experiments (one task) and its wall time in seconds."""
+    t0 = time.perf_counter()
+    if which == "sinc":
+        result = _sinc_experiment(profile, seed, torch.device(device))
+    else:
+        result = _gap_experiment(profile, seed)
+    return result, time.perf_counter() - t0
 
 
 def _sinc_experiment(profile: OrthoSkipProfile, seed: int, device: torch.device) -> dict:

@@ -38,6 +38,7 @@ from symlib import metrics
 from symlib import symmetry as sym
 from symlib.book.cache import cached
 from symlib.book.data import data_fingerprint, load_fashion_mnist, load_mnist, ood_patches
+from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
 from symlib.inference import posteriors as post
@@ -79,6 +80,7 @@ METHODS = (("one mode", "Dropout"), ("one mode", "BNN"), ("one mode", "SGHMC"),
            ("multi mode", "BNN"), ("multi mode", "SWAG"), ("multi mode", "Laplace"),
            ("multi mode", "DE"))
 """Table 1's rows, in the paper's order (there is no multi-mode SGHMC row)."""
+_TRAIN_STREAM = 0  # SeedSequence stream of the training chunks
 
 
 # --------------------------------------------------------------------------- data, training
@@ -124,23 +126,52 @@ def _progress_hook(total: int, desc: str, progress: bool):
 
 
 def train_networks(config: PosteriorMMDProfile, data: dict, seed: int, *,
-                   progress: bool = True) -> dict:
+                   progress: bool = True, jobs: int | None = None) -> dict:
     """Reference checkpoints and ensemble members: ``reference_models + ensemble_models``
-    OptuNets with independent initialisations and data orders, trained as one batch.
+    OptuNets with independent initialisations and data orders, trained as one batch, or as
+    chunks of ``config.train_chunk`` networks (each chunk one batch, with its own generator).
+
+    The chunks are independent and run through :func:`symlib.book.parallel.fan_out` (``jobs``
+    at a time, default ``$SYMLIB_JOBS``); the networks depend on the chunk size, never on
+    ``jobs``.
 
     Returns ``{"reference": params, "ensemble": params}`` (float32, leading model axis) and
     their test accuracies.
     """
-    gen = torch.Generator().manual_seed(seed)
     n_ref, n_ens = config.reference_models, config.ensemble_models
-    params = init_optunet(gen, n_ref + n_ens)
-    steps = config.epochs * (len(data["x_train"]) // config.batch_size)
-    trained = train_batched(_loss, params, data["x_train"], data["y_train"], sgd_config(config),
-                            gen, on_step=_progress_hook(steps, "reference + ensemble", progress))
+    total = n_ref + n_ens
+    if config.train_chunk is None:
+        chunks = [(None, total)]               # one batch from the run's seed itself
+    else:
+        sizes = [min(config.train_chunk, total - i) for i in range(0, total, config.train_chunk)]
+        chunks = list(enumerate(sizes))
+    tasks = [(config, data["x_train"], data["y_train"], seed, chunk, size,
+              progress and len(chunks) == 1) for chunk, size in chunks]
+    parts = fan_out(_train_chunk, tasks, threads=config.threads, jobs=jobs,
+                    progress=progress and len(chunks) > 1, desc="reference + ensemble chunks")
+    trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
     acc = _accuracies(trained, data)
     return {"reference": {k: v[:n_ref] for k, v in trained.items()},
             "ensemble": {k: v[n_ref:] for k, v in trained.items()},
             "reference_accuracy": acc[:n_ref], "ensemble_accuracy": acc[n_ref:]}
+
+
+def _train_chunk(config: PosteriorMMDProfile, x: torch.Tensor, y: torch.Tensor, seed: int,
+                 chunk: int | None, size: int, progress: bool) -> dict:
+    """``size`` OptuNets initialised and trained as one batch (one task).
+
+    ``chunk=None`` draws from ``seed`` itself (the single batch); chunk ``c`` from a generator
+    derived from ``(seed, c)`` with numpy's SeedSequence.
+    """
+    if chunk is None:
+        gen = torch.Generator().manual_seed(seed)
+    else:
+        state = np.random.SeedSequence([seed, _TRAIN_STREAM, chunk]).generate_state(2)
+        gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    params = init_optunet(gen, size)
+    steps = config.epochs * (len(x) // config.batch_size)
+    return train_batched(_loss, params, x, y, sgd_config(config), gen,
+                         on_step=_progress_hook(steps, "reference + ensemble", progress))
 
 
 def _accuracies(params: dict, data: dict) -> torch.Tensor:
@@ -580,7 +611,8 @@ def _key(config: PosteriorMMDProfile, seed: int, fields: tuple[str, ...] | None 
 
 
 TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "lr", "momentum",
-                "milestones", "weight_decay", "batch_size", "crop_padding", "mnist_source")
+                "milestones", "weight_decay", "batch_size", "crop_padding", "mnist_source",
+                "train_chunk")
 
 
 def run(config: PosteriorMMDProfile, *, seed: int, device: torch.device | str = "cpu",

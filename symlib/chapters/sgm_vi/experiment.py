@@ -50,6 +50,7 @@ import torch
 
 from symlib.book.cache import cached
 from symlib.book.data import data_fingerprint, load_mnist
+from symlib.book.parallel import fan_out
 from symlib.book.profiles import select_profile
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi import mode_interpolation as mi
@@ -332,53 +333,70 @@ def sgm_key(toy: dict) -> str:
 
 
 def mnist_experiment(profile: SGMProfile, seed: int, *, device: torch.device | str = "cpu",
-                     progress: bool = False) -> dict:
-    """Table 1: per width, MFVI and SGM (each K) trained on all seeds at once; test accuracy."""
+                     progress: bool = False, jobs: int | None = None) -> dict:
+    """Table 1: per width, MFVI and SGM (each K) trained on all seeds at once; test accuracy.
+
+    The (width, method) cells are independent and run through
+    :func:`symlib.book.parallel.fan_out` (``jobs`` at a time, default ``$SYMLIB_JOBS``); the seeds
+    of a cell stay one batch of models. Every cell builds its generators from the run's seed
+    and its width, so the results do not depend on ``jobs``.
+    """
     p = profile
+    methods = [("MFVI", 1)] + [(f"SGM K={k}", k) for k in p.mnist_ks]
+    tasks = [(p, seed, width, name, k, str(torch.device(device)))
+             for width in p.mnist_widths for name, k in methods]
+    cells = fan_out(_mnist_cell, tasks, threads=p.threads, jobs=jobs, progress=progress,
+                    desc="MNIST cells")
+    data = load_mnist(p.mnist_source)
+    return {"cells": cells, "n_train": int(data["x_train"].shape[0]),
+            "n_test": int(data["x_test"].shape[0]),
+            "widths": list(p.mnist_widths), "methods": [m for m, _ in methods]}
+
+
+def _mnist_cell(p: SGMProfile, seed: int, width: int, name: str, k: int, device: str) -> dict:
+    """One cell of Table 1 (one task): ``name`` (K = ``k``) at ``width``, every seed at once.
+
+    MFVI and SGM of the same width share initial means, data order and weight noise (common
+    random numbers): their generators depend on the width only.
+    """
     device = torch.device(device)
     data = load_mnist(p.mnist_source)
     x, y = data["x_train"].to(device), data["y_train"].to(device)
     xt, yt = data["x_test"].to(device), data["y_test"].to(device)
-    methods = [("MFVI", 1)] + [(f"SGM K={k}", k) for k in p.mnist_ks]
-    cells = []
-    for width in p.mnist_widths:
-        spec = MLPSpec((x.shape[1], width, 10))
-        pspec = mlp_permutation_spec(spec)
-        init_gen = _generator(seed, "mnist_init", width)
-        inits = [init_mlp(spec, init_gen) for _ in range(p.mnist_seeds)]
-        q0 = sgm.mean_field({k: torch.stack([i[k] for i in inits]).to(device) for k in inits[0]},
-                            p.mnist_init_sd)
+    spec = MLPSpec((x.shape[1], width, 10))
+    pspec = mlp_permutation_spec(spec)
+    init_gen = _generator(seed, "mnist_init", width)
+    inits = [init_mlp(spec, init_gen) for _ in range(p.mnist_seeds)]
+    q0 = sgm.mean_field({key: torch.stack([i[key] for i in inits]).to(device) for key in inits[0]},
+                        p.mnist_init_sd)
 
-        def batch_loglik(w, idx, spec=spec):
-            logits = _forward_seeds_samples(w, x[idx], spec)                  # (R, S, M, 10)
-            logp = torch.log_softmax(logits, -1)
-            labels = y[idx].unsqueeze(-2).unsqueeze(-1).expand(logp.shape[:-1] + (1,))
-            return torch.take_along_dim(logp, labels, -1).squeeze(-1).sum(-1)
+    def batch_loglik(w, idx):
+        logits = _forward_seeds_samples(w, x[idx], spec)                  # (R, S, M, 10)
+        logp = torch.log_softmax(logits, -1)
+        labels = y[idx].unsqueeze(-2).unsqueeze(-1).expand(logp.shape[:-1] + (1,))
+        return torch.take_along_dim(logp, labels, -1).squeeze(-1).sum(-1)
 
-        for name, k in methods:
-            start = time.perf_counter()
-            res = sgm.fit(q0, pspec, batch_loglik, n_data=x.shape[0], batch_size=p.mnist_batch_size,
-                          epochs=p.mnist_epochs, lr=p.mnist_lr, k=k, n_samples=p.mnist_train_samples,
-                          prior_sd=p.mnist_prior_sd, generator=_generator(seed, "mnist_noise", width, device=device),
-                          perm_generator=_generator(seed, "mnist_perm", width),
-                          order_generator=_generator(seed, "mnist_order", width),
-                          progress=progress, desc=f"width {width} {name}")
-            train_s = time.perf_counter() - start
-            gen = _generator(seed, "mnist_eval", width, device=device)
-            probs = sgm.predictive_probs(res.q, spec, xt, p.mnist_pred_samples, gen)
-            acc = (probs.argmax(-1) == yt).double().mean(-1).cpu().numpy() * 100.0
-            with torch.no_grad():
-                w = sgm.sample_weights(res.q, pspec, 16, gen)
-                g = sgm.sample_permutations(pspec, (p.mnist_seeds, p.mnist_diag_k - 1),
-                                            _generator(seed, "mnist_eval", width))
-                diag = sgm.mutual_information_estimate(res.q, pspec, w, g).cpu().numpy()
-            cells.append({"width": width, "method": name, "K": k, "accuracy": acc,
-                          "final_objective": res.history["objective"][..., -1],
-                          "final_mi": res.history["mutual_information"][..., -1],
-                          "mi_diag": diag, "train_s": train_s,
-                          "mean_sd": float(torch.exp(res.q.log_sd["W1"]).mean())})
-    return {"cells": cells, "n_train": int(x.shape[0]), "n_test": int(xt.shape[0]),
-            "widths": list(p.mnist_widths), "methods": [m for m, _ in methods]}
+    start = time.perf_counter()
+    res = sgm.fit(q0, pspec, batch_loglik, n_data=x.shape[0], batch_size=p.mnist_batch_size,
+                  epochs=p.mnist_epochs, lr=p.mnist_lr, k=k, n_samples=p.mnist_train_samples,
+                  prior_sd=p.mnist_prior_sd, generator=_generator(seed, "mnist_noise", width, device=device),
+                  perm_generator=_generator(seed, "mnist_perm", width),
+                  order_generator=_generator(seed, "mnist_order", width),
+                  desc=f"width {width} {name}")
+    train_s = time.perf_counter() - start
+    gen = _generator(seed, "mnist_eval", width, device=device)
+    probs = sgm.predictive_probs(res.q, spec, xt, p.mnist_pred_samples, gen)
+    acc = (probs.argmax(-1) == yt).double().mean(-1).cpu().numpy() * 100.0
+    with torch.no_grad():
+        w = sgm.sample_weights(res.q, pspec, 16, gen)
+        g = sgm.sample_permutations(pspec, (p.mnist_seeds, p.mnist_diag_k - 1),
+                                    _generator(seed, "mnist_eval", width))
+        diag = sgm.mutual_information_estimate(res.q, pspec, w, g).cpu().numpy()
+    return {"width": width, "method": name, "K": k, "accuracy": acc,
+            "final_objective": res.history["objective"][..., -1],
+            "final_mi": res.history["mutual_information"][..., -1],
+            "mi_diag": diag, "train_s": train_s,
+            "mean_sd": float(torch.exp(res.q.log_sd["W1"]).mean())}
 
 
 def table1(mnist: dict) -> pd.DataFrame:
