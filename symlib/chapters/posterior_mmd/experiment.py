@@ -429,8 +429,8 @@ PAIRED = ("Dropout", "BNN", "SWAG", "Laplace")
 ERRATA = (
     {"id": "optunet-parameter-count", "where": "Laurent et al. Sec. 4",
      "paper_says": "OptuNet has 392 parameters",
-     "correction": "the authors' OptuNet (optuMNIST v1, App. B.2's architecture) has 355; the chapter "
-                   "uses that network"},
+     "correction": "the authors' public OptuNet (optuMNIST v1) has 355; the chapter uses that "
+                   "network"},
     {"id": "sort-by-max-vs-first-weight", "where": "Laurent et al. Sec. 5.2 against App. C.2",
      "paper_says": "Sec. 5.2: units are sorted by the maximum of their weights",
      "correction": "App. C.2 and the authors' code sort by the first incoming weight; the chapter's NS "
