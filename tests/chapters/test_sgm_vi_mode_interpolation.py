@@ -58,6 +58,10 @@ def test_fits_match_the_quadrature_optimum_in_1d():
         assert abs(math.log(fit.sd[i, 0].item()) - ref.x[1]) < 0.05
         assert abs(fit.kl[i].item() - ref.fun) < 0.02
     assert abs(fit.ratio[0].item() - 0.5) < 0.05 and fit.ratio[1].item() < 0.05
+    # the recorded loss curve is the mean KL over the problems, step by step, ending at the fits' KL
+    assert fit.loss_history.shape == (600,)
+    assert abs(fit.loss_history[-50:].mean().item() - fit.kl.mean().item()) < 0.01
+    assert fit.loss_history[:10].mean() > fit.loss_history[-10:].mean()
 
 
 def test_interpolation_ratio_and_threshold():

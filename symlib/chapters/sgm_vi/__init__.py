@@ -7,6 +7,8 @@ claims and figures), ``profiles`` (its `smoke` / `quick` / `paper` sizes), ``pap
 from symlib.chapters.sgm_vi import mode_interpolation, mode_proximity
 from symlib.chapters.sgm_vi.experiment import (
     CHAPTER,
+    CLAIM_PARTS,
+    ERRATA,
     VERSION,
     claims,
     cost_experiment,
@@ -24,6 +26,9 @@ from symlib.chapters.sgm_vi.experiment import (
     plot_proximity,
     proximity_experiment,
     proximity_table,
+    resolves,
+    robustness,
+    robustness_summary,
     run,
     settings_table,
     sgm_key,
@@ -32,14 +37,18 @@ from symlib.chapters.sgm_vi.experiment import (
     table3,
     threshold_table,
     toy_experiment,
+    toy_fits_between_modes,
     toy_fits_on_a_mode,
     toy_pspec,
+    with_band,
 )
 from symlib.chapters.sgm_vi.paper import REPORTED, reported
 from symlib.chapters.sgm_vi.profiles import PROFILES, SGMProfile
 
 __all__ = [
     "CHAPTER",
+    "CLAIM_PARTS",
+    "ERRATA",
     "PROFILES",
     "REPORTED",
     "VERSION",
@@ -63,6 +72,9 @@ __all__ = [
     "proximity_experiment",
     "proximity_table",
     "reported",
+    "resolves",
+    "robustness",
+    "robustness_summary",
     "run",
     "settings_table",
     "sgm_key",
@@ -71,6 +83,8 @@ __all__ = [
     "table3",
     "threshold_table",
     "toy_experiment",
+    "toy_fits_between_modes",
     "toy_fits_on_a_mode",
     "toy_pspec",
+    "with_band",
 ]

