@@ -154,37 +154,50 @@ def test_chapter4_stan_fits_in_worker_processes_equal_the_serial_run(tmp_path):
     assert_identical(fanned, serial)
 
 
-def test_chapter2b_chunks_two_at_a_time_equal_the_serial_run():
+@pytest.fixture(scope="module")
+def few_digits() -> dict:
+    """Chapter 2b's smoke data cut to 640 training and 200 test digits (ten batches)."""
+    data = ch2b.load_data(get_profile("02b_posterior_mmd", "smoke"))
+    return {k: v[:640] if k in ("x_train", "y_train") else v[:200] for k, v in data.items()}
+
+
+def test_chapter2b_chunks_two_at_a_time_equal_the_serial_run(few_digits):
     p = get_profile("02b_posterior_mmd", "smoke")
     assert p.train_chunk < p.reference_models + p.ensemble_models  # several chunks, one short
-    data = ch2b.load_data(p)
-    serial = ch2b.train_networks(p, data, 0, progress=False, jobs=1)
+    serial = ch2b.train_networks(p, few_digits, 0, progress=False, jobs=1)
     assert serial["reference"]["W1"].shape[0] == p.reference_models
-    assert_identical(ch2b.train_networks(p, data, 0, progress=False, jobs=2), serial)
+    assert_identical(ch2b.train_networks(p, few_digits, 0, progress=False, jobs=2), serial)
 
 
-def test_chapter2b_without_chunks_trains_one_batch_from_the_seed():
+def test_chapter2b_without_chunks_trains_one_batch_from_the_seed(few_digits):
     """``train_chunk=None`` is the single batch the chapter trained before it had chunks."""
     p = dataclasses.replace(get_profile("02b_posterior_mmd", "smoke"), train_chunk=None)
-    data = ch2b.load_data(p)
-    nets = ch2b.train_networks(p, data, 3, progress=False)
+    x, y = few_digits["x_train"], few_digits["y_train"]
+    nets = ch2b.train_networks(p, few_digits, 3, progress=False)
     gen = torch.Generator().manual_seed(3)
     n = p.reference_models + p.ensemble_models
-    direct = train_batched(
-        ch2b._loss, init_optunet(gen, n), data["x_train"], data["y_train"], ch2b.sgd_config(p), gen
-    )
+    with torch_threads(p.threads):
+        direct = train_batched(ch2b._loss, init_optunet(gen, n), x, y, ch2b.sgd_config(p), gen)
     for k, v in direct.items():
         assert torch.equal(torch.cat([nets["reference"][k], nets["ensemble"][k]]), v), k
 
 
 def test_chapter1_experiments_side_by_side_equal_the_serial_run(monkeypatch):
     p = get_profile(ch1.CHAPTER, "smoke")
+    calls = []
+
+    def fan_out(fn, tasks, **kwargs):  # the chapter's own call, watched
+        calls.append((len(tasks), parallel.n_jobs(kwargs.get("jobs"))))
+        return parallel.fan_out(fn, tasks, **kwargs)
+
+    monkeypatch.setattr(ch1, "fan_out", fan_out)
     monkeypatch.setenv(parallel.ENV_VAR, "1")
     with torch_threads(1):
         serial = ch1._compute(p, 0, torch.device("cpu"))
     monkeypatch.setenv(parallel.ENV_VAR, "2")
     with torch_threads(1):
         fanned = ch1._compute(p, 0, torch.device("cpu"))
+    assert calls == [(2, 1), (2, 2)]  # both experiments as tasks, two at a time the second time
     assert set(serial["timing"]) >= {"train_s", "gap_s", "total_s"}
     assert_identical(fanned, serial)
 
