@@ -43,7 +43,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "executed"
 REPRO_PAGE = ROOT / "book" / "reproducibility.md"
 MATHJAX_DEST = ROOT / "book" / "_static" / "mathjax"
-PROFILES = ("smoke", "quick", "paper")
+PROFILES = ("smoke", "quick", "full", "paper")
 
 HIDDEN_TAGS = {"parameters", "injected-parameters"}
 PATH_VARIABLES = ("SYMLIB_CACHE", "SYMLIB_RESULTS", "SYMLIB_DATA")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 __all__ = ["PROFILE_NAMES", "select_profile"]
 
-PROFILE_NAMES = ("smoke", "quick", "paper")
+PROFILE_NAMES = ("smoke", "quick", "full", "paper")
 
 
 def select_profile(chapter: str, profiles: Mapping[str, object], name: str):

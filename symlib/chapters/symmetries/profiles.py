@@ -28,5 +28,7 @@ class SymmetriesProfile:
 PROFILES = {
     "smoke": SymmetriesProfile(n_inputs=16, n_group_samples=3, n_copies=20, demo_widths=(2, 4, 3, 1)),
     "quick": SymmetriesProfile(n_inputs=256, n_group_samples=50, n_copies=500, demo_widths=(2, 8, 6, 1)),
+    # full: the paper-size demonstration is cheap, so it runs as is.
+    "full": SymmetriesProfile(n_inputs=1024, n_group_samples=200, n_copies=5000, demo_widths=(2, 8, 6, 1)),
     "paper": SymmetriesProfile(n_inputs=1024, n_group_samples=200, n_copies=5000, demo_widths=(2, 8, 6, 1)),
 }
