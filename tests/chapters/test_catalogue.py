@@ -25,7 +25,7 @@ def test_lookup():
 
 
 def test_unknown_profile_lists_valid_ones():
-    with pytest.raises(ValueError, match="valid profiles: smoke, quick, paper"):
+    with pytest.raises(ValueError, match="valid profiles: smoke, quick, full, paper"):
         get_profile("00_symmetries", "fast")
 
 
