@@ -83,17 +83,12 @@ def _absolute_path_variables() -> None:
 
 def _check_writable(var: str, default: Path) -> None:
     """Fail before a chapter runs if the directory ``$var`` (else ``default``) is not writable."""
-    path = Path(os.environ.get(var) or default)
-    if path.exists() and not path.is_dir():
-        raise SystemExit(f"{var}: {path} is not a directory; set {var} to a writable directory")
+    from symlib.book.results import check_writable
+
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
+        check_writable(Path(os.environ.get(var) or default), variable=var, what=var)
     except OSError as err:
-        raise SystemExit(
-            f"{var}: cannot write to {path} ({err}); set {var} to a writable directory"
-        ) from None
+        raise SystemExit(f"{var}: {err}") from None
 
 
 def _pid_alive(pid: int) -> bool:

@@ -54,7 +54,7 @@ def results_dir() -> Path:
     return project_root_or_cwd() / "results"
 
 
-def check_writable(directory: str | Path | None = None) -> Path:
+def check_writable(directory: str | Path | None = None, *, variable: str = ENV_VAR, what: str = "results") -> Path:
     """Create ``directory`` (default :func:`results_dir`) and check a file can be written there.
 
     Called before a chapter's work starts, so a bad ``SYMLIB_RESULTS`` fails at once, not after
@@ -64,19 +64,20 @@ def check_writable(directory: str | Path | None = None) -> Path:
         The directory.
 
     Raises:
-        OSError: it is not a directory or cannot be written; the message names ``SYMLIB_RESULTS``.
+        OSError: it is not a directory or cannot be written; the message names ``variable``
+            (default ``SYMLIB_RESULTS``; the pipeline checks ``SYMLIB_CACHE`` the same way).
     """
     directory = Path(directory) if directory is not None else results_dir()
-    fix = f"set {ENV_VAR} to a writable directory"
+    fix = f"set {variable} to a writable directory"
     if directory.exists() and not directory.is_dir():
-        raise NotADirectoryError(f"cannot write results to {directory}: not a directory; {fix}")
+        raise NotADirectoryError(f"cannot write {what} to {directory}: not a directory; {fix}")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as err:
         raise OSError(
-            f"cannot write results to {directory} ({err.strerror or err}); {fix}"
+            f"cannot write {what} to {directory} ({err.strerror or err}); {fix}"
         ) from err
     return directory
 
