@@ -17,11 +17,12 @@ SEED    ?= 0
 DEVICE  ?= auto
 CHAPTER ?=
 # PyPI's Linux torch wheel is the CUDA build (GBs): on a Linux machine without an NVIDIA GPU take
-# the CPU wheel from PyTorch's CPU index instead. TORCH= overrides the choice.
+# the CPU wheel from PyTorch's CPU index instead (torch alone: its dependencies come with the
+# rest, from the usual index, under the constraints). TORCH= overrides the choice.
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 HAS_NVIDIA := $(shell test -e /proc/driver/nvidia/version -o -x "$$(command -v nvidia-smi)" && echo yes)
 ifeq ($(shell uname -s)-$(HAS_NVIDIA),Linux-)
-TORCH   ?= torch==2.13.0 --index-url $(TORCH_CPU_INDEX)
+TORCH   ?= torch==2.13.0 --index-url $(TORCH_CPU_INDEX) --no-deps --retries 1
 else
 TORCH   ?= torch==2.13.0
 endif
