@@ -4,11 +4,15 @@ import json
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 
 from symlib.book import pipeline
-from symlib.chapters import get_profile
+from symlib.book.results import ChapterResults
+from symlib.chapters import get_profile, reported
 from symlib.chapters import rebasin_hmc as ch5
+from symlib.chapters.rebasin_hmc import experiment as ex
+from symlib.metrics.mcmc import summary
 
 CONFIG = get_profile("05_rebasin_hmc", "smoke")
 
@@ -61,10 +65,126 @@ def test_hmc_diagnostics(results):
 
 def test_claims_unjudged_in_smoke_and_judged_on_request(results):
     unjudged = ch5.claims(results, judge=False)
-    assert len(unjudged) == 9 and all(c["holds"] is None for c in unjudged)
+    assert len(unjudged) == 9
+    assert all(c.holds is None and "profile sized to judge the claims" in c.verdict for c in unjudged)
     judged = ch5.claims(results, judge=True)
-    assert all(c["holds"] in (True, False, None) for c in judged)
-    assert {c["id"] for c in judged} == {c["id"] for c in unjudged}
+    assert all(c.criterion and c.preconditions for c in judged)
+    assert {c.id for c in judged} == {c.id for c in unjudged}
+    # 2 chains of 4 samples: HMC has not mixed, so nothing resting on it is judged
+    bayes = [c for c in judged if not c.id.startswith("not-")]
+    assert len(bayes) == 6 and all(c.holds is None and "rhat" in {p.name for p in c.failed_preconditions}
+                                   for c in bayes)
+
+
+def test_robustness_stage_reruns_the_bayesian_comparison(results):
+    assert list(results["robust"]) == ["fixed step"]
+    fixed = results["robust"]["fixed step"]["hmc"]
+    assert np.all(fixed["step_size"] == CONFIG.hmc_step_size)            # no adaptation, no jitter
+    robust = ch5.robustness(results, judge=True)
+    assert len(robust) == 6 and all(list(f["setting"]) == ["this run", "fixed step"] for f in robust.values())
+    with pytest.raises(ValueError, match="unknown HMC variants"):
+        ch5.run(ex.replace(CONFIG, robust_hmc=("nope",)), seed=0, progress=False)
+
+
+def test_errata_go_to_the_ledger():
+    results = ChapterResults("05_rebasin_hmc", "smoke", 0, "cpu")
+    for e in ch5.errata():
+        results.add_erratum(**e)
+    assert results.errata[0].paper_says == "W_λ := (λ − 1) W_0 + λ W_1"
+
+
+# --------------------------------------------------------------------------- claims on made-up data
+
+
+def _not_results(**over):
+    """A NoT experiment where everything the paper says holds, on 64 units."""
+    values = [0, 16, 32, 48, 63]
+    records = [{"NoT(P)": k, "NoT(P')": k, "distance": 1.0 + k, "barrier": 0.01 * k,
+                "test acc. W_0": 0.98, "test acc. W_1": 0.97} for k in values]
+    lam = np.linspace(0, 1, 11)
+    out = {"records": records, "width": 64, "lambdas": lam, "path_value": 32,
+           "path_not": np.array([[0] * 5 + [16] + [32] * 5])}
+    return {**out, **over}
+
+
+def _bayes_results():
+    """A Bayesian comparison with the paper's own Table 1, mixed chains, a plateaued VI loss."""
+    paper = reported("xiao2023/table1").frame().set_index("metric")
+    table = {m: {row: (None if pd.isna(paper.loc[row, m]) else float(paper.loc[row, m])) for row in paper.index}
+             for m in ex.METHODS}
+    half = np.r_[np.full(500, 1.0), np.full(500, 0.05)]
+    out = {
+        "table": table,
+        "hmc": {"mixing": {"rhat": 1.004, "bulk_ess": 800.0, "tail_ess": 600.0}, "exploration_scale": 3.0},
+        "vi": {"loss": np.r_[np.linspace(10, 3, 20), np.full(30, 3.0)]},
+        "sds": {"HMC sigma_d": half + 0.5, "HMC sigma_r": half, "Ens. sigma_d": half, "Ens. sigma_r": half / 2,
+                "VI sigma": half},
+        "prune_keep": [1.0, 0.5, 0.1],
+        "pruning": {"HMC (mu_r, sigma_r)": [98.0, 60.0, 30.0], "Ensemble (mu_r, sigma_r)": [98.0, 50.0, 20.0],
+                    "Ensemble mu_r + HMC sigma_r": [98.0, 90.0, 80.0], "VI (mu, sigma)": [98.0, 97.0, 96.0],
+                    "Ensemble mu_r, random order": [98.0, 85.0, 70.0]},
+    }
+    return out
+
+
+def _verdicts(claims):
+    return {c.id: c.verdict for c in claims}
+
+
+def test_not_claims_judged_by_their_criteria_and_gated_on_accuracy():
+    assert set(_verdicts(ch5.not_claims(_not_results())).values()) == {"holds"}
+    off = _not_results(records=[{**r, "NoT(P')": r["NoT(P)"] // 2} for r in _not_results()["records"]])
+    assert _verdicts(ch5.not_claims(off))["not-stable-under-training"] == "does not hold"
+    bumpy = _not_results(path_not=np.array([[0] * 5 + [40, 32] + [32] * 4]))
+    assert _verdicts(ch5.not_claims(bumpy))["not-monotone-along-path"] == "does not hold"
+    # one network at 80% test accuracy is below 90% of the 98.43% the architecture reaches
+    weak = _not_results(records=[{**r, "test acc. W_1": 0.80} for r in _not_results()["records"]])
+    v = _verdicts(ch5.not_claims(weak))
+    assert all(x.startswith("not judged") and "98.4" in x and "(measured 80)" in x for x in v.values())
+
+
+def test_bayes_claims_judged_by_their_criteria():
+    v = _verdicts(ch5.bayes_claims(_bayes_results()))
+    assert set(v.values()) == {"holds"}, v
+    # the quick profile's case: a random pruning order beats the HMC-guided one
+    random_wins = _bayes_results()
+    random_wins["pruning"]["Ensemble mu_r, random order"] = [98.0, 95.0, 90.0]
+    v = _verdicts(ch5.bayes_claims(random_wins))
+    assert v["ensemble-means-with-hmc-sigmas-prune-best"] == "does not hold"
+    wider = _bayes_results()
+    wider["sds"]["HMC sigma_r"] = wider["sds"]["HMC sigma_d"] + 0.1
+    assert _verdicts(ch5.bayes_claims(wider))["rebasin-shrinks-sigma"] == "does not hold"
+
+
+def _changed(section, key, value):
+    out = _bayes_results()
+    out[section][key] = value
+    return out
+
+
+def test_bayes_claims_not_judged_on_unmixed_hmc_or_short_reach():
+    unmixed = _changed("hmc", "mixing", {"rhat": 1.3, "bulk_ess": 30.0, "tail_ess": 20.0})
+    v = _verdicts(ch5.bayes_claims(unmixed))
+    assert all(x.startswith("not judged: split R-hat of HMC logits <= 1.01 (measured 1.3)") for x in v.values())
+    v = _verdicts(ch5.bayes_claims(_changed("hmc", "exploration_scale", 0.26)))
+    assert "exploration scale" in v["bayesian-sigma-near-prior"] and v["q_r-beats-q_d"] == "holds"
+    v = _verdicts(ch5.bayes_claims(_changed("vi", "loss", np.linspace(10, 3, 50))))   # still falling
+    assert "VI loss" in v["bayesian-sigma-near-prior"] and v["rebasin-shrinks-sigma"] == "holds"
+    low = _bayes_results()
+    low["table"]["Ens. sample"]["test acc. of samples %"] = 85.0       # below 0.9 * 98.66
+    v = _verdicts(ch5.bayes_claims(low))
+    assert "the ensemble's test accuracy >= 90% of 98.7" in v["q_r-beats-q_d"]
+
+
+def test_mixing_lays_chains_side_by_side():
+    gen = np.random.default_rng(0)
+    per_chain = gen.normal(size=(3, 40, 2)) + np.array([0.0, 0.0, 5.0])[:, None, None]   # chain 2 elsewhere
+    interleaved = per_chain.transpose(1, 0, 2).reshape(120, 2)             # stored (iteration, chain)
+    got = ex._mixing(interleaved, np.tile(np.arange(3), 40), 3)
+    want = summary(per_chain)
+    assert got == {"rhat": want.rhat_max, "bulk_ess": want.bulk_ess_min, "tail_ess": want.tail_ess_min}
+    assert got["rhat"] > 1.5
+    assert all(np.isnan(v) for v in ex._mixing(interleaved[:6], np.tile(np.arange(3), 2), 3).values())
 
 
 def test_tables_prose_and_figures(results):
@@ -76,7 +196,11 @@ def test_tables_prose_and_figures(results):
     assert set(prose) == {"figure2", "table1", "figure3_sigma", "figure3_pruning"}
     assert all(isinstance(v, str) and len(v) > 100 for v in prose.values())
     settings = ch5.settings_table(CONFIG)
-    assert settings.loc["HMC: leapfrog steps, initial step size", "paper"] == "500, 0.001"
+    assert list(settings.index) == list(ch5.PAPER_SETTINGS)
+    # the paper profile follows the authors' code: a fixed step of 1e-3, 500 leapfrog steps
+    assert settings.loc["HMC: step size", "`paper` profile"] == "0.001, fixed"
+    assert settings.loc["HMC: leapfrog steps", "`paper` profile"] == "500"
+    assert "dual averaging" in settings.loc["HMC: step size", "this run"]
     assert list(ch5.pruning_table(results["bayes"]).index) == [100 * k for k in CONFIG.prune_keep]
 
 
@@ -87,3 +211,4 @@ def test_notebook_runs_in_smoke_and_writes_its_ledger(sandbox, tmp_path, monkeyp
     results = json.loads((sandbox[0] / "results" / "05_rebasin_hmc.json").read_text())
     assert results["profile"] == "smoke" and len(results["claims"]) == 9
     assert "table1" in results["tables"] and results["notes"]["hmc_grad_evals_per_s"] > 0
+    assert [e["id"] for e in results["errata"]] == ["linear-path"] and len(results["robustness"]) == 6

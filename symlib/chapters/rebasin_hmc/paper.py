@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from symlib.book.reference import ReportedTable, lookup
 
-__all__ = ["REPORTED", "reported"]
+__all__ = ["PAPER_SETTINGS", "REPORTED", "reported"]
 
 REPORTED: dict[str, ReportedTable] = {
     "xiao2023/table1": ReportedTable(
@@ -23,6 +23,31 @@ REPORTED: dict[str, ReportedTable] = {
         ),
     ),
 }
+
+
+PAPER_SETTINGS: dict[str, str] = {
+    "data (train/test)": "MNIST 60,000/10,000 [paper]",
+    "NoT nets: hidden units": "512 [paper]",
+    "NoT nets: W_init seeds x NoT(P) values": "3 x every value 0..511 [paper]; code: 50 values",
+    "NoT nets: SGD epochs, lr, momentum, batch": "50, 0.001, 0.9, 64 [code]",
+    "NoT nets: points on the linear path": "not stated",
+    "Bayesian MLP": "784-512-10, ReLU, N(0, 1) prior [paper]",
+    "ensemble: members, Adam epochs, lr, batch": "5, 50 [paper]; 0.001, 100 [code]",
+    "VI: Adam epochs, lr, batch, initial sd": "50 [paper]; 0.001 [code]; batch not stated; 0.05 [code]",
+    "HMC: chains": "1 [paper]",
+    "HMC: MAP warm-start epochs": "none [paper]",
+    "HMC: burn-in transitions": "600 [paper]; code: 100",
+    "HMC: step size": "0.001, fixed (no adaptation) [code]; paper: not stated",
+    "HMC: kept samples per chain, thinning": "1,000, 10 [paper]; code: 10,000, 1, evaluating 1,000 evenly spaced",
+    "HMC: leapfrog steps": "500 [paper, code]",
+    "HMC: step-size jitter per transition": "none [code]",
+    "HMC: gradient evaluations per chain": "5,300,000 [paper: (600 + 1,000 x 10) x 500]",
+    "predictive samples of q_d, q_r, VI": "100 [paper]",
+    "training images for activation matching": "not stated",
+}
+"""The settings of the paper and its code (NOTES.md §004), as the settings table's "paper" column:
+written down from the sources, not read from the `paper` profile, so the profile's departures
+show. Tags: [paper] the paper's text, [code] the authors' code."""
 
 
 def reported(key: str) -> ReportedTable:

