@@ -133,7 +133,8 @@ PROFILES = {
         width=128, prior_sd=1.0, ens_members=5, ens_epochs=50, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=50, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=4, hmc_warm_start_epochs=5, hmc_burnin=100, hmc_samples=200, hmc_thin=1,
-        hmc_leapfrog=20, hmc_step_size=1e-3, hmc_jitter=0.2, hmc_target_accept=0.8, hmc_memory_mb=2048,
+        hmc_leapfrog=20, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
+        hmc_memory_mb=2048, robust_hmc=("fixed step", "no warm start"),
         predictive_samples=200, match_points=2000,
     ),
     "paper": RebasinHMCProfile(
