@@ -35,6 +35,7 @@ __all__ = [
     "load_all",
     "precondition",
     "results_dir",
+    "robustness_summary",
 ]
 
 ENV_VAR = "SYMLIB_RESULTS"
@@ -380,3 +381,22 @@ def depends_on(frame) -> str:
 
 
 # --------------------------------------------------------------------------- figures
+
+
+def robustness_summary(rows: list[dict]) -> str:
+    """Per choice, whether the outcome (holds / does not hold / not judged) stays the same, or
+    "depends on <choice>" with the outcome at each value; "holds" is the setting that reproduces
+    the paper. ``rows`` hold ``choice``, ``value`` and ``outcome``, in the order run."""
+    lines = []
+    for choice in dict.fromkeys(r["choice"] for r in rows):
+        sub = [r for r in rows if r["choice"] == choice]
+        if len({r["outcome"] for r in sub}) == 1:
+            lines.append(f"{choice}: {sub[0]['outcome']} at every value")
+            continue
+        at = ", ".join(f"{r['outcome']} at {_setting(r['value'])}" for r in sub)
+        lines.append(f"depends on {choice} ({at})")
+    return "; ".join(lines)
+
+
+def _setting(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

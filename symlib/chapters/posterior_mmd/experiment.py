@@ -40,7 +40,7 @@ from symlib.book.cache import cached
 from symlib.book.data import data_fingerprint, load_fashion_mnist, load_mnist, ood_patches
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached
-from symlib.book.results import Claim, Kind, Precondition, precondition
+from symlib.book.results import Claim, Kind, Precondition, precondition, robustness_summary
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd.paper import reported
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
@@ -662,18 +662,6 @@ def robustness(results: dict, config: PosteriorMMDProfile, detection: list[dict]
 _OUTCOME = {True: "holds", False: "does not hold", None: "not judged"}
 
 
-def robustness_summary(rows: list[dict]) -> str:
-    """Per choice, whether the outcome (holds / does not hold / not judged) stays the same, or
-    "depends on <choice>" with the outcome at each value."""
-    lines = []
-    for choice in dict.fromkeys(r["choice"] for r in rows):
-        sub = [r for r in rows if r["choice"] == choice]
-        if len({r["outcome"] for r in sub}) == 1:
-            lines.append(f"{choice}: {sub[0]['outcome']} at every value")
-        else:
-            at = ", ".join(f"{r['outcome']} at {r['value']}" for r in sub)
-            lines.append(f"depends on {choice} ({at})")
-    return "; ".join(lines)
 
 
 # --------------------------------------------------------------------------- figures

@@ -58,7 +58,7 @@ from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached, plateaued
 from symlib.book.profiles import select_profile
-from symlib.book.results import Claim, Kind, Precondition, precondition
+from symlib.book.results import Claim, Kind, Precondition, precondition, robustness_summary
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi import mode_interpolation as mi
 from symlib.chapters.sgm_vi import mode_proximity as mp
@@ -953,23 +953,8 @@ def robustness(profile: SGMProfile, seed: int, results: dict, *, device: torch.d
 _OUTCOME = {True: "holds", False: "does not hold", None: "not judged"}
 
 
-def robustness_summary(rows: list[dict]) -> str:
-    """Per choice, whether the outcome (holds / does not hold / not judged) stays the same, or
-    "depends on <choice>" with the outcome at each value; "holds" is the setting that reproduces
-    the paper."""
-    lines = []
-    for choice in dict.fromkeys(r["choice"] for r in rows):
-        sub = [r for r in rows if r["choice"] == choice]
-        if len({r["outcome"] for r in sub}) == 1:
-            lines.append(f"{choice}: {sub[0]['outcome']} at every value")
-            continue
-        at = ", ".join(f"{r['outcome']} at {_fmt(r['value'])}" for r in sub)
-        lines.append(f"depends on {choice} ({at})")
-    return "; ".join(lines)
 
 
-def _fmt(value) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 # --------------------------------------------------------------------------- figures
