@@ -46,7 +46,7 @@ import torch
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["CacheCorruptionWarning", "cache_dir", "cached", "clear", "config_key"]
+__all__ = ["CacheCorruptionWarning", "cache_dir", "cached", "clear", "config_key", "device_key"]
 
 T = TypeVar("T")
 
@@ -120,6 +120,14 @@ def cached(
     _atomic_write(path, _MAGIC + header + b"\n" + data)
     path.with_suffix(".json").unlink(missing_ok=True)  # a format-1 sidecar, now stale
     return value
+
+
+def device_key(device: str | torch.device) -> dict:
+    """The device's part of a cache key: ``{}`` on the CPU (keys made before devices entered
+    them stay valid), ``{"device": "cuda"}`` (the type) elsewhere, since a GPU run's numbers
+    differ from a CPU run's by rounding and must not be served as the CPU's."""
+    kind = torch.device(device).type
+    return {} if kind == "cpu" else {"device": kind}
 
 
 def config_key(experiment: str, version: str, config: Any) -> str:

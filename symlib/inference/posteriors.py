@@ -111,6 +111,18 @@ def prior_precision_from_weight_decay(weight_decay: float, n_data: int) -> float
     return weight_decay * n_data
 
 
+def _randn(shape, generator: torch.Generator, like: Tensor) -> Tensor:
+    """Standard normals drawn on ``generator``'s device, returned on ``like``'s device and dtype
+    (a CPU generator may drive a GPU run: the same draws, then moved)."""
+    z = torch.randn(shape, generator=generator, device=generator.device, dtype=like.dtype)
+    return z.to(like.device)
+
+
+def _rand(shape, generator: torch.Generator, like: Tensor) -> Tensor:
+    """Uniforms on [0, 1), drawn as :func:`_randn` draws its normals."""
+    return torch.rand(shape, generator=generator, device=generator.device).to(like.device)
+
+
 # --- flat parameter vectors ----------------------------------------------------------------
 
 
@@ -205,10 +217,10 @@ def swag_sample(state: SWAGState, n_samples: int, generator: torch.Generator,
     """``(M, S, ...)`` samples of the SWAG Gaussian with covariance multiplied by ``scale``."""
     m, k, p = state.deviations.shape
     var = (state.sq_mean - state.mean**2).clamp_min(1e-30)
-    z1 = torch.randn(m, n_samples, p, generator=generator, dtype=var.dtype)
+    z1 = _randn((m, n_samples, p), generator, var)
     eps = var.sqrt()[:, None] * z1
     if k > 1:  # the low-rank part needs two snapshots (K - 1 in its normaliser)
-        z2 = torch.randn(m, n_samples, k, generator=generator, dtype=var.dtype)
+        z2 = _randn((m, n_samples, k), generator, var)
         eps = eps + torch.einsum("msk,mkp->msp", z2, state.deviations) / math.sqrt(k - 1)
     w = state.mean[:, None] + math.sqrt(scale / 2) * eps
     return _unflatten(w, state.shapes)
@@ -291,7 +303,7 @@ def fit_laplace(
         evals, evecs = torch.linalg.eigh(h)
         n_negative = (evals < 0).sum(-1)
         h = evecs @ torch.diag_embed(evals.clamp_min(0)) @ evecs.mT
-    precision = h + prior_precision * torch.eye(p, dtype=h.dtype)
+    precision = h + prior_precision * torch.eye(p, dtype=h.dtype, device=h.device)
     return LaplaceState(theta, precision, n_negative, shapes)
 
 
@@ -299,7 +311,7 @@ def laplace_sample(state: LaplaceState, n_samples: int, generator: torch.Generat
     """``(M, S, ...)`` samples ``mean + L^-T z`` where ``L L^T = precision``."""
     chol = torch.linalg.cholesky(state.precision)
     m, p = state.mean.shape
-    z = torch.randn(m, p, n_samples, generator=generator, dtype=chol.dtype)
+    z = _randn((m, p, n_samples), generator, chol)
     eps = torch.linalg.solve_triangular(chol.mT, z, upper=True).mT  # (M, S, P)
     return _unflatten(state.mean[:, None] + eps.to(state.mean.dtype), state.shapes)
 
@@ -366,7 +378,7 @@ def sghmc(
         g = step_grad(w, xb, yb)
         with torch.no_grad():
             for k, wk in w.items():
-                noise = torch.randn(wk.shape, generator=generator, dtype=wk.dtype)
+                noise = _randn(wk.shape, generator, wk)
                 v[k] = (1 - config.alpha) * v[k] - config.lr * g[k] + noise_sd * noise
                 w[k] = wk + v[k]
         if step >= config.burn_in and (step - config.burn_in + 1) % config.thin == 0:
@@ -423,7 +435,7 @@ def train_dropout(
             last_epoch = epoch
             if epoch in config.milestones:
                 lr *= config.gamma
-        mask = (torch.rand(m, config.batch_size, h, generator=generator) >= p).to(xb.dtype)
+        mask = (_rand((m, config.batch_size, h), generator, xb) >= p).to(xb.dtype)
         params = optimizer_step(params, step_grad(params, xb, yb, mask), state, config, lr)
     return params
 
@@ -434,7 +446,7 @@ def dropout_samples(params: Params, n_samples: int, generator: torch.Generator, 
     by ``1/(1 - p)`` (one Bernoulli mask per sample), the other tensors repeated."""
     w = params[weight_key]
     m, h = w.shape[0], w.shape[-1]
-    mask = (torch.rand(m, n_samples, h, generator=generator) >= p).to(w.dtype)
+    mask = (_rand((m, n_samples, h), generator, w) >= p).to(w.dtype)
     # the unchanged tensors are expanded views, not copies
     out = {k: v[:, None].expand(v.shape[0], n_samples, *v.shape[1:]) for k, v in params.items()}
     out[weight_key] = w[:, None] * mask[..., None, :] / (1 - p)
@@ -505,8 +517,7 @@ def fit_mean_field(
     m = next(iter(mean.values())).shape[0]
     for _, xb, yb in minibatches(m, x, y, bs, generator, crop_padding=config.crop_padding,
                                  epochs=config.epochs):
-        eps = {k: torch.randn(m, config.n_mc, *v.shape[1:], generator=generator,
-                              dtype=v.dtype) for k, v in mean.items()}
+        eps = {k: _randn((m, config.n_mc, *v.shape[1:]), generator, v) for k, v in mean.items()}
         opt.zero_grad()
         batched(mean, log_sd, eps, xb, yb).sum().backward()
         opt.step()
@@ -518,8 +529,7 @@ def mean_field_sample(q: MeanField, n_samples: int, generator: torch.Generator) 
     """``(M, S, ...)`` samples of ``q``."""
     out = {}
     for k, mu in q.mean.items():
-        z = torch.randn(mu.shape[0], n_samples, *mu.shape[1:], generator=generator,
-                        dtype=mu.dtype)
+        z = _randn((mu.shape[0], n_samples, *mu.shape[1:]), generator, mu)
         out[k] = mu[:, None] + q.log_sd[k].exp()[:, None] * z
     return out
 

@@ -67,7 +67,8 @@ def init_optunet(generator: torch.Generator, n_models: int | None = None,
     fan_in = {"W1": 16, "W2": 25, "W3": 10, "b3": 10, "W4": 3, "b4": 3}
     lead = () if n_models is None else (n_models,)
     return {
-        k: (2 * torch.rand(lead + s, generator=generator, dtype=dtype) - 1) / math.sqrt(fan_in[k])
+        k: (2 * torch.rand(lead + s, generator=generator, device=generator.device, dtype=dtype) - 1)
+        / math.sqrt(fan_in[k])
         for k, s in OPTUNET_SHAPES.items()
     }
 

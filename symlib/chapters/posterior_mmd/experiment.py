@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from symlib import metrics
 from symlib import symmetry as sym
-from symlib.book.cache import cached
+from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, load_fashion_mnist, load_mnist, ood_patches
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached
@@ -46,7 +46,7 @@ from symlib.chapters.posterior_mmd.paper import reported
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
 from symlib.inference import posteriors as post
 from symlib.metrics import mmd
-from symlib.nn.convnets import init_optunet, optunet_forward
+from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.training import SGDConfig, train_batched
 from symlib.symmetry import optunet_permutation_spec
 
@@ -78,7 +78,7 @@ __all__ = [
     "train_networks",
 ]
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"  # 3: training on the grouped-convolution loss
 CHAPTER = "02b_posterior_mmd"
 MNIST_MEAN, MNIST_SD = 0.1307, 0.3081  # the usual MNIST normalisation [open]
 LEARNED_ACCURACY = 0.2  # test accuracy above which an OptuNet counts as trained (chance: 0.1)
@@ -135,7 +135,8 @@ def _progress_hook(total: int, desc: str, progress: bool):
 
 
 def train_networks(config: PosteriorMMDProfile, data: dict, seed: int, *,
-                   progress: bool = True, jobs: int | None = None) -> dict:
+                   progress: bool = True, jobs: int | None = None,
+                   device: torch.device | str = "cpu") -> dict:
     """Reference checkpoints and ensemble members: ``reference_models + ensemble_models``
     OptuNets with independent initialisations and data orders, trained as one batch, or as
     chunks of ``config.train_chunk`` networks (each chunk one batch, with its own generator).
@@ -144,8 +145,11 @@ def train_networks(config: PosteriorMMDProfile, data: dict, seed: int, *,
     at a time, default ``$SYMLIB_JOBS``); the networks depend on the chunk size, never on
     ``jobs``.
 
-    Returns ``{"reference": params, "ensemble": params}`` (float32, leading model axis) and
-    their test accuracies.
+    Training runs on ``device``; initialisation and data orders are drawn from CPU generators,
+    so a GPU run trains the same networks as a CPU run up to rounding.
+
+    Returns ``{"reference": params, "ensemble": params}`` (float32, leading model axis, on the
+    CPU) and their test accuracies.
     """
     n_ref, n_ens = config.reference_models, config.ensemble_models
     total = n_ref + n_ens
@@ -155,18 +159,18 @@ def train_networks(config: PosteriorMMDProfile, data: dict, seed: int, *,
         sizes = [min(config.train_chunk, total - i) for i in range(0, total, config.train_chunk)]
         chunks = list(enumerate(sizes))
     tasks = [(config, data["x_train"], data["y_train"], seed, chunk, size,
-              progress and len(chunks) == 1) for chunk, size in chunks]
+              progress and len(chunks) == 1, str(device)) for chunk, size in chunks]
     parts = fan_out(_train_chunk, tasks, threads=config.threads, jobs=jobs,
                     progress=progress and len(chunks) > 1, desc="reference + ensemble chunks")
     trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
-    acc = _accuracies(trained, data)
+    acc = _accuracies(trained, data, device)
     return {"reference": {k: v[:n_ref] for k, v in trained.items()},
             "ensemble": {k: v[n_ref:] for k, v in trained.items()},
             "reference_accuracy": acc[:n_ref], "ensemble_accuracy": acc[n_ref:]}
 
 
 def _train_chunk(config: PosteriorMMDProfile, x: torch.Tensor, y: torch.Tensor, seed: int,
-                 chunk: int | None, size: int, progress: bool) -> dict:
+                 chunk: int | None, size: int, progress: bool, device: str = "cpu") -> dict:
     """``size`` OptuNets initialised and trained as one batch (one task).
 
     ``chunk=None`` draws from ``seed`` itself (the single batch); chunk ``c`` from a generator
@@ -177,14 +181,16 @@ def _train_chunk(config: PosteriorMMDProfile, x: torch.Tensor, y: torch.Tensor, 
     else:
         state = np.random.SeedSequence([seed, _TRAIN_STREAM, chunk]).generate_state(2)
         gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-    params = init_optunet(gen, size)
+    params = {k: v.to(device) for k, v in init_optunet(gen, size).items()}
     steps = config.epochs * (len(x) // config.batch_size)
-    return train_batched(_loss, params, x, y, sgd_config(config), gen,
-                         on_step=_progress_hook(steps, "reference + ensemble", progress))
+    trained = train_batched(_loss, params, x.to(device), y.to(device), sgd_config(config), gen,
+                            on_step=_progress_hook(steps, "reference + ensemble", progress),
+                            batched_loss_fn=optunet_cross_entropy_batched)
+    return {k: v.cpu() for k, v in trained.items()}
 
 
-def _accuracies(params: dict, data: dict) -> torch.Tensor:
-    probs = sample_probs(params, data["x_test"])
+def _accuracies(params: dict, data: dict, device: torch.device | str = "cpu") -> torch.Tensor:
+    probs = sample_probs(params, data["x_test"], device=device)
     return (probs.argmax(-1) == data["y_test"]).double().mean(-1)
 
 
@@ -200,7 +206,7 @@ def sample_probs(params: dict, x: torch.Tensor, device: torch.device | str = "cp
 
 
 def posterior_samples(config: PosteriorMMDProfile, data: dict, nets: dict, seed: int, *,
-                      progress: bool = True) -> dict:
+                      progress: bool = True, device: torch.device | str = "cpu") -> dict:
     """Weight samples of every row of Table 1, as ``{"rows": [{"mode", "method", "params"}]}``
     plus which networks served as modes.
 
@@ -210,12 +216,15 @@ def posterior_samples(config: PosteriorMMDProfile, data: dict, nets: dict, seed:
     has no multi-mode row in the paper and runs one chain. MC dropout trains its own networks
     from scratch with dropout, with the same recipe and budget as the others (a few spare
     networks, since some never leave chance level).
+
+    Every method runs on ``device``, drawing from one CPU generator (as :func:`train_networks`);
+    the samples are returned on the CPU.
     """
     gen = torch.Generator().manual_seed(seed)
-    x, y = data["x_train"], data["y_train"]
+    x, y = data["x_train"].to(device), data["y_train"].to(device)
     n, s, bs = len(x), config.samples, config.batch_size
     start = _first_learned(nets["ensemble_accuracy"], config.modes)
-    modes = {k: v[start] for k, v in nets["ensemble"].items()}
+    modes = {k: v[start].to(device) for k, v in nets["ensemble"].items()}
     prior_precision = post.prior_precision_from_weight_decay(config.weight_decay, n)
     drawn: dict[str, dict] = {}
     stages = tqdm(["Dropout", "BNN", "SGHMC", "SWAG", "Laplace"], desc="methods",
@@ -224,9 +233,10 @@ def posterior_samples(config: PosteriorMMDProfile, data: dict, nets: dict, seed:
         stages.set_postfix_str(method)
         if method == "Dropout":
             spare = config.modes + max(2, config.modes // 2)  # some never leave chance level
-            trained = post.train_dropout(optunet_forward, init_optunet(gen, spare), x, y,
+            init = {k: v.to(device) for k, v in init_optunet(gen, spare).items()}
+            trained = post.train_dropout(optunet_forward, init, x, y,
                                          sgd_config(config), gen, p=config.dropout_p)
-            dropout_acc = _accuracies(trained, data)
+            dropout_acc = _accuracies(trained, data, device)
             keep = _first_learned(dropout_acc, config.modes)
             trained = {k: v[keep] for k, v in trained.items()}
             drawn[method] = post.dropout_samples(trained, s, gen, p=config.dropout_p)
@@ -252,7 +262,7 @@ def posterior_samples(config: PosteriorMMDProfile, data: dict, nets: dict, seed:
                                     max_rank=config.swag_snapshots)
             drawn[method] = post.swag_sample(state, s, gen, scale=config.swag_scale)
         else:
-            sub = torch.randperm(n, generator=gen)[:config.laplace_points]
+            sub = torch.randperm(n, generator=gen)[:config.laplace_points].to(device)
             state = post.fit_laplace(optunet_forward, modes, x[sub], y[sub], prior_precision,
                                      config.laplace_hessian, n_data=n)
             drawn[method] = post.laplace_sample(state, s, gen)
@@ -266,9 +276,9 @@ def posterior_samples(config: PosteriorMMDProfile, data: dict, nets: dict, seed:
         else:
             params = _take_multi(drawn[method], per_mode)
         rows.append({"mode": mode, "method": method,
-                     "params": {k: v.detach().float().contiguous() for k, v in params.items()}})
+                     "params": {k: v.detach().float().cpu().contiguous() for k, v in params.items()}})
     return {"rows": rows, "modes_used": start, "dropout_accuracy": dropout_acc,
-            "dropout_used": keep}
+            "dropout_used": keep.cpu()}
 
 
 def _first_learned(accuracy: torch.Tensor, k: int) -> torch.Tensor:
@@ -778,13 +788,13 @@ def paper_vs_ours(config: PosteriorMMDProfile, results: dict) -> list[dict]:
 
 
 def _key(config: PosteriorMMDProfile, seed: int, fields: tuple[str, ...] | None = None, *,
-         ood: bool = False) -> dict:
+         ood: bool = False, device: torch.device | str = "cpu") -> dict:
     profile = dataclasses.asdict(config)
     profile.pop("robustness")  # which sweeps run changes no stage's numbers
     if fields is not None:
         profile = {k: profile[k] for k in fields}
     files = data_fingerprint(config.mnist_source, fashion=ood and config.ood_source == "fashion")
-    return {"profile": profile, "seed": seed, **files}
+    return {"profile": profile, "seed": seed, **device_key(device), **files}
 
 
 TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "lr", "momentum",
@@ -797,21 +807,21 @@ def run(config: PosteriorMMDProfile, *, seed: int, device: torch.device | str = 
     """All of chapter 2b's numbers; training, sampling, evaluation and the robustness stage
     (``config.robustness``) cached separately.
 
-    Training and sampling run on the CPU (their batched updates draw from CPU generators); the
-    evaluation, MMD kernel banks included, runs on ``device``.
+    Training, sampling and the evaluation (MMD kernel banks included) run on ``device``; the
+    random draws come from CPU generators, so the runs on either device differ only by rounding.
     """
     with torch_threads(config.threads):
         data = load_data(config)
-        nets = cached(f"{CHAPTER}-train", CACHE_VERSION, _key(config, seed, TRAIN_FIELDS),
-                      lambda: train_networks(config, data, seed, progress=progress))
-        samples = cached(f"{CHAPTER}-samples", CACHE_VERSION, _key(config, seed),
+        nets = cached(f"{CHAPTER}-train", CACHE_VERSION, _key(config, seed, TRAIN_FIELDS, device=device),
+                      lambda: train_networks(config, data, seed, progress=progress, device=device))
+        samples = cached(f"{CHAPTER}-samples", CACHE_VERSION, _key(config, seed, device=device),
                          lambda: posterior_samples(config, data, nets, seed + 1,
-                                                   progress=progress))
-        results = cached(f"{CHAPTER}-eval", CACHE_VERSION, _key(config, seed, ood=True),
+                                                   progress=progress, device=device))
+        results = cached(f"{CHAPTER}-eval", CACHE_VERSION, _key(config, seed, ood=True, device=device),
                          lambda: evaluate(config, data, nets, samples, seed + 2, device))
         detection = None
         if "ood_score" in config.robustness:
-            detection = cached(f"{CHAPTER}-robustness", CACHE_VERSION, _key(config, seed, ood=True),
+            detection = cached(f"{CHAPTER}-robustness", CACHE_VERSION, _key(config, seed, ood=True, device=device),
                                lambda: ood_detection(data, samples, device))
     results["claims"] = claims(results, config)
     if config.robustness:

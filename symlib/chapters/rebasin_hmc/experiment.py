@@ -29,7 +29,7 @@ import torch
 from scipy import stats
 
 from symlib import metrics
-from symlib.book.cache import cached
+from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.preconditions import accuracy_reached, chains_mixed, plateaued
 from symlib.book.results import Claim, Precondition, precondition
@@ -419,7 +419,7 @@ def run(config: RebasinHMCProfile, *, seed: int, device="cpu", progress: bool = 
     files = data_fingerprint(config.data_source)  # {} unless the data come from IDX files
 
     def key(fields, cfg=config):
-        return {"seed": seed, **{f: getattr(cfg, f) for f in fields}, **files}
+        return {"seed": seed, **{f: getattr(cfg, f) for f in fields}, **device_key(device), **files}
 
     unknown = set(config.robust_hmc) - set(HMC_VARIANTS)
     if unknown:

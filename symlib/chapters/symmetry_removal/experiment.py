@@ -27,13 +27,19 @@ import torch.nn.functional as F
 from scipy import stats
 
 from symlib import symmetry as sym
-from symlib.book.cache import cached
+from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, gaussian_blobs, load_mnist
 from symlib.book.preconditions import ACCURACY_SHARE, accuracy_reached
 from symlib.book.results import depends_on, precondition
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
-from symlib.nn.convnets import OPTUNET_SHAPES, ResNetSpec, init_optunet, optunet_forward
+from symlib.nn.convnets import (
+    OPTUNET_SHAPES,
+    ResNetSpec,
+    init_optunet,
+    optunet_cross_entropy_batched,
+    optunet_forward,
+)
 from symlib.nn.mlp import MLPSpec, mlp_forward
 from symlib.nn.training import SGDConfig, train_batched
 from symlib.symmetry import minmass as mm
@@ -62,7 +68,7 @@ __all__ = [
     "train_optunets",
 ]
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"  # 3: OptuNets trained with the grouped-convolution loss
 CHAPTER = "02a_symmetry_removal"
 TOY_SPEC = MLPSpec((2, 2, 1), "relu")
 MNIST_MEAN, MNIST_SD = 0.1307, 0.3081  # the usual MNIST normalisation [open]
@@ -82,8 +88,9 @@ def _toy_loss(params, x, y):
     return F.binary_cross_entropy_with_logits(mlp_forward(params, x, TOY_SPEC)[..., 0], y)
 
 
-def toy_posterior(config: SymmetryRemovalProfile, seed: int) -> dict:
-    """Train ``config.toy_models`` perceptrons in one vmapped computation; remove symmetries.
+def toy_posterior(config: SymmetryRemovalProfile, seed: int, device: torch.device | str = "cpu") -> dict:
+    """Train ``config.toy_models`` perceptrons in one vmapped computation on ``device``; remove
+    symmetries.
 
     Initialisation as :func:`symlib.nn.mlp.init_mlp` (``W ~ N(0, 1/fan_in)``, biases
     ``N(0, 0.1^2)``), drawn for all networks at once. Removal for the figure, as in App. A.2:
@@ -99,8 +106,12 @@ def toy_posterior(config: SymmetryRemovalProfile, seed: int) -> dict:
         z = torch.randn((m, *s), generator=gen)
         params[k] = z / math.sqrt(s[1]) if k.startswith("W") else 0.1 * z
     cfg = SGDConfig(lr=config.toy_lr, epochs=config.toy_epochs, batch_size=config.toy_batch)
-    trained = train_batched(_toy_loss, params, x, y, cfg, gen)
-    loss = torch.vmap(_toy_loss, in_dims=(0, None, None))(trained, x, y)
+    # the draws stay on the CPU generator (the same run on every device); the arithmetic moves
+    on = {k: v.to(device) for k, v in params.items()}
+    trained = train_batched(_toy_loss, on, x.to(device), y.to(device), cfg, gen)
+    with torch.no_grad():
+        loss = torch.vmap(_toy_loss, in_dims=(0, None, None))(trained, x.to(device), y.to(device)).cpu()
+    trained = {k: v.cpu() for k, v in trained.items()}
     kept = torch.isfinite(loss) & (loss <= config.toy_loss_threshold)
     nets = {k: v[kept].to(torch.float64) for k, v in trained.items()}
     ps = sym.mlp_permutation_spec(TOY_SPEC)
@@ -171,8 +182,12 @@ def _optunet_loss(params, x, y):
     return F.cross_entropy(optunet_forward(params, x), y)
 
 
-def train_optunets(config: SymmetryRemovalProfile, seed: int) -> dict:
-    """Train ``config.optunet_models`` OptuNets at once; record sorting perms at every step.
+def train_optunets(config: SymmetryRemovalProfile, seed: int, device: torch.device | str = "cpu") -> dict:
+    """Train ``config.optunet_models`` OptuNets at once on ``device``; record sorting perms at
+    every step.
+
+    Initialisation, shuffles and crops are drawn from a CPU generator, so a GPU run trains the
+    same networks as a CPU run up to rounding (and the GPU/CPU agreement test can compare them).
 
     Returns the trained parameters (float32, leading model axis), their test accuracies, and
     ``perms``: ``(steps + 1, tracked, 15)`` canonical orders (P1 | P2 | P3 concatenated) of the
@@ -181,10 +196,10 @@ def train_optunets(config: SymmetryRemovalProfile, seed: int) -> dict:
     """
     gen = torch.Generator().manual_seed(seed + 1)
     data = load_mnist(config.mnist_source, flatten=False)
-    x = (data["x_train"] - MNIST_MEAN) / MNIST_SD
-    xt = (data["x_test"] - MNIST_MEAN) / MNIST_SD
+    x = ((data["x_train"] - MNIST_MEAN) / MNIST_SD).to(device)
+    xt = ((data["x_test"] - MNIST_MEAN) / MNIST_SD).to(device)
     ps = optunet_permutation_spec()
-    params = init_optunet(gen, config.optunet_models)
+    params = {k: v.to(device) for k, v in init_optunet(gen, config.optunet_models).items()}
     cfg = SGDConfig(lr=config.optunet_lr, epochs=config.optunet_epochs,
                     batch_size=config.optunet_batch, weight_decay=config.optunet_weight_decay,
                     momentum=config.optunet_momentum, milestones=config.optunet_milestones,
@@ -194,16 +209,17 @@ def train_optunets(config: SymmetryRemovalProfile, seed: int) -> dict:
 
     def perm_of(p):
         g = sym.canonicalising_element({k: v[:tracked] for k, v in p.items()}, ps)
-        return torch.cat([g.perms[n] for n in ps.perm_sizes], -1).to(torch.int16)
+        return torch.cat([g.perms[n] for n in ps.perm_sizes], -1).to(torch.int16).cpu()
 
     history = [perm_of(params)]
-    trained = train_batched(_optunet_loss, params, x, data["y_train"], cfg, gen,
-                            on_step=lambda step, p: history.append(perm_of(p)))
+    trained = train_batched(_optunet_loss, params, x, data["y_train"].to(device), cfg, gen,
+                            on_step=lambda step, p: history.append(perm_of(p)),
+                            batched_loss_fn=optunet_cross_entropy_batched)
     with torch.no_grad():
-        logits = torch.vmap(optunet_forward, in_dims=(0, None))(trained, xt)
+        logits = torch.vmap(optunet_forward, in_dims=(0, None))(trained, xt).cpu()
     acc = (logits.argmax(-1) == data["y_test"]).float().mean(-1)
     return {
-        "params": trained,
+        "params": {k: v.cpu() for k, v in trained.items()},
         "accuracy": acc,
         "perms": torch.stack(history),
         "steps_per_epoch": len(x) // config.optunet_batch,
@@ -568,7 +584,7 @@ _STAGE_CLAIMS = {
 }
 
 
-def robustness(config: SymmetryRemovalProfile, *, seed: int) -> list[dict]:
+def robustness(config: SymmetryRemovalProfile, *, seed: int, device: torch.device | str = "cpu") -> list[dict]:
     """The chapter rerun under each setting of ``config.robustness`` (cached per setting).
 
     A toy setting reruns the toy and its KS tests only; an OptuNet setting reruns the whole
@@ -585,19 +601,21 @@ def robustness(config: SymmetryRemovalProfile, *, seed: int) -> list[dict]:
             raise ValueError(f"robustness field {field!r} is not one of {', '.join(ROBUSTNESS_CHOICES)}")
         choice, stage = ROBUSTNESS_CHOICES[field]
         setting = dataclasses.replace(config, robustness=(), **{field: value})
-        key = {"profile": dataclasses.asdict(setting), "seed": seed, "stage": stage,
+        key = {"profile": dataclasses.asdict(setting), "seed": seed, "stage": stage, **device_key(device),
                **(data_fingerprint(config.mnist_source) if stage == "optunets" else {})}
-        part = cached(CHAPTER, CACHE_VERSION, key, lambda setting=setting, stage=stage: _sweep_stage(setting, seed, stage))
+        part = cached(CHAPTER, CACHE_VERSION, key,
+                      lambda setting=setting, stage=stage: _sweep_stage(setting, seed, stage, device))
         out.append({"field": field, "value": value, "choice": choice, "stage": stage, "results": part,
                     "config": setting})
     return out
 
 
-def _sweep_stage(config: SymmetryRemovalProfile, seed: int, stage: str) -> dict:
+def _sweep_stage(config: SymmetryRemovalProfile, seed: int, stage: str,
+                 device: torch.device | str = "cpu") -> dict:
     if stage == "optunets":
-        return _compute(config, seed)
+        return _compute(config, seed, device)
     with torch_threads(config.threads):
-        toy = toy_posterior(config, seed)
+        toy = toy_posterior(config, seed, device)
     return {"toy": toy, "ks": {
         "toy hidden layer, raw": marginal_ks(toy["hidden_raw"], config.ks_alpha),
         "toy hidden layer, canonical": marginal_ks(toy["hidden_canonical"], config.ks_alpha),
@@ -641,14 +659,14 @@ def robustness_tables(results: dict, sweep: list[dict], config: SymmetryRemovalP
 _VERDICT = {True: "holds", False: "does not hold", None: "not judged"}
 
 
-def _compute(config: SymmetryRemovalProfile, seed: int) -> dict:
+def _compute(config: SymmetryRemovalProfile, seed: int, device: torch.device | str = "cpu") -> dict:
     with torch_threads(config.threads):
-        return _compute_all(config, seed)
+        return _compute_all(config, seed, device)
 
 
-def _compute_all(config: SymmetryRemovalProfile, seed: int) -> dict:
-    toy = toy_posterior(config, seed)
-    nets = train_optunets(config, seed)
+def _compute_all(config: SymmetryRemovalProfile, seed: int, device: torch.device | str = "cpu") -> dict:
+    toy = toy_posterior(config, seed, device)
+    nets = train_optunets(config, seed, device)
     mass = min_mass_table(nets["params"], seed)
     # networks stuck at chance level have (nearly) no gradient and so a frozen order: they
     # would make permutations look rarer than they are, so Figure 4 uses the others
@@ -672,13 +690,14 @@ def _compute_all(config: SymmetryRemovalProfile, seed: int) -> dict:
     return {"toy": toy, "optunets": nets, "mass": mass, "changes": changes, "ks": ks}
 
 
-def run(config: SymmetryRemovalProfile, *, seed: int) -> dict:
-    """All of chapter 2a's numbers, cached on disk by (profile, seed); the sensitivity sweep is
-    its own stage (:func:`robustness`)."""
+def run(config: SymmetryRemovalProfile, *, seed: int, device: torch.device | str = "cpu") -> dict:
+    """All of chapter 2a's numbers, cached on disk by (profile, seed, device); the training runs
+    on ``device``, the min-mass solver (cvxpy) on the CPU. The sensitivity sweep is its own
+    stage (:func:`robustness`)."""
     main = dataclasses.replace(config, robustness=())
-    key = {"profile": dataclasses.asdict(main), "seed": seed,
+    key = {"profile": dataclasses.asdict(main), "seed": seed, **device_key(device),
            **data_fingerprint(config.mnist_source)}
-    results = cached(CHAPTER, CACHE_VERSION, key, lambda: _compute(main, seed))
+    results = cached(CHAPTER, CACHE_VERSION, key, lambda: _compute(main, seed, device))
     results["modes"] = mode_count_table()
     results["claims"] = claims(results, config)
     results["errata"] = errata()
