@@ -242,8 +242,9 @@ def bayes_experiment(config: RebasinHMCProfile, seed: int, *, device="cpu", prog
     # --- deep ensemble: MAP members, vmapped
     t = time.perf_counter()
     g_ens = generator(1)
+    members = {k: v.to(device) for k, v in ensemble.init_ensemble(spec, config.ens_members, g_ens).items()}
     ens = ensemble.train_map(
-        ensemble.init_ensemble(spec, config.ens_members, g_ens), x, y, spec, epochs=config.ens_epochs,
+        members, x, y, spec, epochs=config.ens_epochs,
         batch_size=config.ens_batch_size, lr=config.ens_lr, generator=g_ens, prior_sd=config.prior_sd,
         progress=progress, desc="ensemble").params
     timings["ensemble"] = time.perf_counter() - t
