@@ -47,7 +47,7 @@ def repository_url() -> str | None:
         url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{os.environ['GITHUB_REPOSITORY']}"
     if not url:
         try:
-            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True,
+            url = subprocess.run(["git", "remote", "get-url", "origin"], check=False, cwd=ROOT, capture_output=True,
                                  text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             url = ""
