@@ -95,7 +95,8 @@ def _retarget(app, pagename, templatename, context, doctree):
 
     def fix(buttons):
         for button in buttons:
-            if isinstance(button.get("url"), str):
+            # the repository's and launchers' links; the download of the built page stays as it is
+            if isinstance(button.get("url"), str) and button["url"].startswith("http"):
                 button["url"] = pattern.sub(target, button["url"])
             if isinstance(button.get("buttons"), list):
                 fix(button["buttons"])

@@ -142,6 +142,12 @@ def _is_paper(column: str, paper_columns) -> bool:
     return column in paper_columns if paper_columns is not None else "paper" in column.lower()
 
 
+def _is_paper_row(row: list) -> bool:
+    """A row of the paper's numbers: a leading label is "paper" or ends in "(paper)"."""
+    labels = [str(v).strip().lower() for v in row[:2] if isinstance(v, str)]
+    return any(v == "paper" or v.endswith("(paper)") or v.startswith("paper") for v in labels)
+
+
 # --------------------------------------------------------------------------- rendering
 
 
@@ -197,7 +203,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
 
     body = ["<tbody>"]
     for i in range(len(table["rows"])):
-        body.append("<tr>")
+        body.append('<tr class="symlib-paper">' if _is_paper_row(table["rows"][i]) else "<tr>")
         for c in cols:
             num = ' class="symlib-num"' if _is_number(table["rows"][i][table["columns"].index(c)]) else ""
             cls = paper(c) or num
@@ -235,13 +241,14 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     return "\n".join(p for p in parts if p)
 
 
-def show_table(run, name: str, frame, *, caption: str, source: str = "", formats: dict | None = None,
+def show_table(run, name: str, frame, *, caption: str | None = None, source: str | None = None, formats: dict | None = None,
                paper_columns=None, hide: tuple = (), store: bool = True, index: bool = True):
     """Store ``frame`` as table ``name`` of the chapter, number it, and return it for display.
 
     The table gets the chapter's next number ("Table 2a.3"), shown in its ``<caption>``; the
     glue key ``tab_<name>`` holds a link to it for the prose. With ``store=False`` the table is
     shown but not written to the results file (it is stored elsewhere: robustness, errata).
+    ``caption`` and ``source`` default to those the table was stored with earlier, if it was.
     ``index=False`` drops the frame's index (by default a named or non-range index is kept as
     leading columns, as :meth:`ChapterResults.add_table` does).
     """
@@ -252,6 +259,9 @@ def show_table(run, name: str, frame, *, caption: str, source: str = "", formats
 
     if not index:
         frame = frame.reset_index(drop=True)
+    stored = run.results.tables.get(name, {})
+    caption = caption if caption is not None else stored.get("caption", "")
+    source = source if source is not None else stored.get("source", "")
     if store:
         run.results.add_table(name, frame, caption=caption, source=source)
         table = run.results.tables[name]
@@ -315,7 +325,7 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
     """A chapter's claims as captioned HTML: symbol and colour per verdict, quick beside full."""
     full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
     stale_cls = " symlib-stale" if stale else ""
-    cols = ["claim", "paper", "ours", "criterion", "preconditions", "quick"] + (["full"] if full_record else [])
+    cols = ["claim", "quick"] + (["full"] if full_record else []) + ["paper", "ours", "criterion", "preconditions"]
     paper = ' class="symlib-paper"'
     head = "".join(f'<th{paper if c == "paper" else ""}>{c}</th>' for c in cols)
     rows = []
@@ -327,15 +337,17 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
         section = (sections or {}).get(c["id"])
         if section:
             text = f'<a class="reference internal" href="{link_prefix}#{section}">{text}</a>'
-        cells = [text, html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
-                 html.escape(_preconditions_text(c)), status_badge(_claim_verdict(c), kind)]
+        cells = [text, status_badge(_claim_verdict(c), kind)]
         if full_record:
             f = full_claims.get(c["id"])
             cells.append(status_badge(_claim_verdict(f), kind) if f else status_badge("—"))
+        cells += [html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
+                  html.escape(_preconditions_text(c))]
         tds = "".join(f'<td class="symlib-paper">{x}</td>' if col == "paper" else
                       (f'<td class="symlib-full{stale_cls}">{x}</td>' if col == "full" else f"<td>{x}</td>")
                       for col, x in zip(cols, cells, strict=True))
-        rows.append(f'<tr id="claim-{html.escape(c["id"])}">{tds}</tr>')
+        row_id = "" if link_prefix else f' id="claim-{html.escape(c["id"])}"'  # unique on a chapter page
+        rows.append(f"<tr{row_id}>{tds}</tr>")
     caption = "Claims ledger: each claim's criterion and preconditions, fixed before the run, and its verdict"
     note = f'<p class="symlib-tier-note">{provenance_line(full_record, stale or [])}</p>' if full_record else ""
     return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table symlib-ledger">'
@@ -398,3 +410,70 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
         display(Markdown(f"*No `{published.TIER}` run of this chapter is published yet: the numbers above are "
                          f"this build's (profile `{run.profile}`) and the paper's.*"))
     return meta
+
+
+# --------------------------------------------------------------------------- the ledger page
+
+
+def verdict_counts(record: dict | None) -> dict[str, int]:
+    """How many entries of a record hold, do not hold, are not judged, or are code checks."""
+    from symlib.book.results import _claim_verdict
+
+    counts = dict.fromkeys(("holds", "does not hold", "not judged", "code check"), 0)
+    for c in (record or {}).get("claims", []):
+        if c.get("kind", "claim") == "code check":
+            counts["code check"] += 1
+        else:
+            v = _claim_verdict(c)
+            counts["not judged" if v.startswith("not judged") else v] += 1
+    return counts
+
+
+def summary_figure(chapter: str, tiers: dict[str, dict | None], *, label: str) -> str:
+    """A small captioned figure: one bar per tier, its entries by verdict (colour and symbol)."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from symlib.book.plotting import style
+
+    colours = {"holds": "#1b6e3a", "does not hold": "#bd1f01", "not judged": "#94a4a2", "code check": "#3f90da"}
+    shown = {t: r for t, r in tiers.items() if r is not None}
+    with style():
+        fig, ax = plt.subplots(figsize=(6.0, 0.45 + 0.35 * len(shown)))
+        for y, (tier, record) in enumerate(shown.items()):
+            left = 0
+            for verdict, n in verdict_counts(record).items():
+                if n:
+                    ax.barh(y, n, left=left, color=colours[verdict], edgecolor="white")
+                    ax.text(left + n / 2, y, f"{_status(verdict, 'code check' if verdict == 'code check' else 'claim')[0]} {n}",
+                            ha="center", va="center", color="white", fontsize=9, fontweight="bold")
+                    left += n
+        ax.set_yticks(range(len(shown)), list(shown))
+        ax.invert_yaxis()
+        ax.set_xlabel("ledger entries")
+        ax.grid(False)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    legend = ", ".join(f"{STATUS[v][0]} {v}" for v in ("holds", "does not hold", "not judged", "code check"))
+    return (f'<figure class="symlib-summary-figure"><img src="data:image/png;base64,{data}" '
+            f'alt="verdicts of chapter {chapter_label(chapter)} by tier"><figcaption><span class="caption-number">{label} </span>'
+            f"Chapter {chapter_label(chapter)}: its ledger entries by verdict, per tier ({legend}).</figcaption></figure>")
+
+
+def ledger_page_section(record: dict, *, number: int, full_record: dict | None = None,
+                        stale: list[str] | None = None) -> str:
+    """The ledger page's section for one chapter: summary figure, then the linked ledger table."""
+    chapter = record["chapter"]
+    sections = (record.get("notes") or {}).get("claim_sections") or {}
+    figure = summary_figure(chapter, {f"quick ({record['profile']})": record, "full (published)": full_record},
+                            label=f"Figure {number}")
+    table = render_ledger(record, label=f"Table {number}", anchor=f"ledger-{chapter_label(chapter)}",
+                          full_record=full_record, stale=stale, sections=sections, link_prefix=f"{chapter}.html")
+    return figure + table
