@@ -1,7 +1,7 @@
 """How a chapter shows its tables and its claims ledger: one helper for every chapter.
 
 :func:`show_table` stores a table in the chapter's results file and renders it as HTML with a
-numbered ``<caption>`` ("Table 2a.3"), inside a scroll container so a wide table never runs
+numbered ``<caption>`` (chapter 2a's third table is "Table 2a" + ".3"), inside a scroll container so a wide table never runs
 past the text column, with one number format per column (three significant digits), the
 paper's columns set apart from ours, and, when a `full` run of the chapter is published
 (:mod:`symlib.book.published`), its numbers beside this build's. A published run made by an
@@ -166,7 +166,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
 
     Args:
         table: this build's table, as :meth:`ChapterResults.add_table` stores it.
-        label: its number as printed ("Table 2a.3").
+        label: its number as printed (``f"Table {chapter_label(chapter)}.{n}"``).
         anchor: the HTML id prose links to.
         full: the same table from the published `full` run, if there is one: a column whose
             values differ between the runs shows both ("quick" / "full"); a table of another
@@ -245,7 +245,7 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
                paper_columns=None, hide: tuple = (), store: bool = True, index: bool = True):
     """Store ``frame`` as table ``name`` of the chapter, number it, and return it for display.
 
-    The table gets the chapter's next number ("Table 2a.3"), shown in its ``<caption>``; the
+    The table gets the chapter's next number (``f"Table {chapter_label(chapter)}.{n}"``), shown in its ``<caption>``; the
     glue key ``tab_<name>`` holds a link to it for the prose. With ``store=False`` the table is
     shown but not written to the results file (it is stored elsewhere: robustness, errata).
     ``caption`` and ``source`` default to those the table was stored with earlier, if it was.
