@@ -104,18 +104,20 @@ def format_column(values, fmt: str | None = None) -> list[str]:
 # --------------------------------------------------------------------------- tiers
 
 
-def published_tier(chapter: str) -> tuple[dict | None, list[str]]:
-    """The published `full` record of ``chapter`` and why it is stale ([] when current)."""
+def published_tier(chapter: str, config=None) -> tuple[dict | None, list[str]]:
+    """The published `full` record of ``chapter`` and why it is stale ([] when current).
+
+    ``config`` is any profile of the chapter (the run's): its module holds the chapter's
+    ``PROFILES``, whose `full` entry the published record is compared with (the book machinery
+    does not import the chapters).
+    """
+    import sys
+
     record = published.load(chapter)
     if record is None:
         return None, []
-    try:
-        from symlib.chapters import chapter_module
-
-        profile = chapter_module(chapter).PROFILES.get(published.TIER)
-    except (ValueError, ImportError, AttributeError):
-        profile = None
-    return record, published.staleness(record, profile)
+    profiles = getattr(sys.modules.get(type(config).__module__), "PROFILES", None) or {}
+    return record, published.staleness(record, profiles.get(published.TIER))
 
 
 def provenance_line(record: dict, stale: list[str]) -> str:
@@ -274,7 +276,7 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
     number = len(shown)
     label = f"Table {chapter_label(run.chapter)}.{number}"
     anchor = table_anchor(run.chapter, number)
-    record, stale = published_tier(run.chapter)
+    record, stale = published_tier(run.chapter, run.config)
     full = (record or {}).get("tables", {}).get(name) if store else None
     out = render_table(table, label=label, anchor=anchor, full=full, full_record=record if store else None,
                        stale=stale, formats=formats, paper_columns=paper_columns, hide=hide)
@@ -399,7 +401,7 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     shown.append("claims ledger")
     label = f"Table {chapter_label(run.chapter)}.{len(shown)}"
     anchor = table_anchor(run.chapter, len(shown))
-    record, stale = published_tier(run.chapter)
+    record, stale = published_tier(run.chapter, run.config)
     glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
     display(HTML(render_ledger(meta, label=label, anchor=anchor, full_record=record, stale=stale, sections=anchors)))
     if record is not None:
