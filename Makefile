@@ -7,6 +7,7 @@
 #   make book PROFILE=paper DEVICE=cuda
 #   make chapter CHAPTER=00_symmetries rerun one chapter, then rebuild the book
 #   make publish CHAPTER=...           copy a finished full run to published/full/ (all: no CHAPTER)
+#   make linkcheck                     check every internal link and anchor of the built book (offline)
 #   make browser-test                  open every built page in headless Chromium
 #   make clean                         remove executed notebooks, results, the cache and the build
 
@@ -32,7 +33,7 @@ MIN_PYTHON := 3.11.5
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test book publish execute build chapter browser-test clean chapters
+.PHONY: install lint test book publish execute build chapter linkcheck browser-test clean chapters
 
 install: $(STAMP)
 
@@ -69,6 +70,9 @@ chapters: $(STAMP)
 
 publish: $(STAMP)
 	$(PY) -m symlib.book.published publish $(CHAPTER)
+
+linkcheck: $(STAMP)
+	$(PY) -m symlib.book.linkcheck _build/html
 
 browser-test: $(STAMP)
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py

@@ -1,8 +1,11 @@
 """Open every page of the built book in headless Chromium and check what a reader would see.
 
 A page fails when an image did not load, an output shows an error or traceback, math is left
-unrendered (or MathJax reports a TeX error), Sphinx left a warning box, or the browser console
-logged an error (a missing file, a blocked network request: the book must work offline).
+unrendered (or MathJax reports a TeX error), Sphinx left a warning box, the browser console
+logged an error (a missing file, a blocked network request: the book must work offline), a
+table is wider than the text column without a scroll container around it, a table or figure
+has no caption, or an in-text reference (a link to ``#anchor``, or "Fig. 2a.1" / "Table 2a.1"
+in the prose) points at nothing on the page.
 Run after `make book`: `make browser-test` (needs Debian's `chromium` and `chromium-driver`).
 Two negative controls check that the checks can fail.
 """
@@ -27,6 +30,35 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 # Evaluated in the page once MathJax (if the page loads it) has finished typesetting.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
+// Tables, figures and references, inside the page's text (not the navigation).
+const layoutProbe = () => {
+  const main = document.querySelector('article') || document.body;
+  const width = main.getBoundingClientRect().width;
+  const scrolls = (el) => {
+    for (let e = el.parentElement; e && e !== main.parentElement; e = e.parentElement) {
+      if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) return true;
+    }
+    return false;
+  };
+  const name = (el) => (el.querySelector('caption, figcaption') || el).innerText.slice(0, 60);
+  const tables = Array.from(main.querySelectorAll('table'));
+  const wideTables = tables.filter((t) => t.getBoundingClientRect().width > width + 1 && !scrolls(t)).map(name);
+  const uncaptionedTables = tables.filter((t) => !t.querySelector(':scope > caption')).map((t) => t.innerText.slice(0, 60));
+  const uncaptionedFigures = Array.from(main.querySelectorAll('img'))
+    .filter((i) => !(i.closest('figure') && i.closest('figure').querySelector('figcaption')))
+    .map((i) => i.getAttribute('alt') || i.getAttribute('src').slice(0, 60));
+  const ids = new Set(Array.from(document.querySelectorAll('[id]')).map((e) => e.id));
+  const deadAnchors = Array.from(main.querySelectorAll('a[href^="#"]'))
+    .map((a) => decodeURIComponent(a.getAttribute('href').slice(1))).filter((id) => id && !ids.has(id));
+  const numbers = new Set(Array.from(main.querySelectorAll('.caption-number'))
+    .map((e) => e.innerText.trim().replace(/^Figure /, 'Fig. ')));
+  const mentioned = Array.from(main.querySelectorAll('p, li'))
+    .filter((p) => !p.closest('caption, figcaption, table'))
+    .flatMap((p) => Array.from(p.innerText.matchAll(/\b(Fig\.|Figure|Table)\s+(\d+[a-z]?\.\d+)\b/g)))
+    .map((m) => `${m[1] === 'Figure' ? 'Fig.' : m[1]} ${m[2]}`);
+  const unresolved = [...deadAnchors.map((id) => `#${id}`), ...mentioned.filter((m) => !numbers.has(m))];
+  return {wideTables, uncaptionedTables, uncaptionedFigures, unresolved};
+};
 const finish = () => {
   const text = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.innerText);
   const outputs = text('.cell_output, .output');
@@ -43,6 +75,7 @@ const finish = () => {
       .filter((e) => !e.querySelector('mjx-container')).map((e) => e.innerText.slice(0, 80)),
     mathErrors: text('mjx-merror'),
     hasMathJax: Boolean(window.MathJax && window.MathJax.startup),
+    ...layoutProbe(),
   });
 };
 if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
@@ -68,6 +101,14 @@ def problems(report: dict, console: list[dict]) -> list[str]:
         out.append(f"unrendered math: {report['unrenderedMath'][:3]}")
     if report["mathErrors"]:
         out.append(f"MathJax errors: {report['mathErrors'][:3]}")
+    if report["wideTables"]:
+        out.append(f"table wider than the text without a scroll container: {report['wideTables'][:3]}")
+    if report["uncaptionedTables"]:
+        out.append(f"table without a caption: {report['uncaptionedTables'][:3]}")
+    if report["uncaptionedFigures"]:
+        out.append(f"figure without a caption: {report['uncaptionedFigures'][:3]}")
+    if report["unresolved"]:
+        out.append(f"reference that does not resolve: {report['unresolved'][:5]}")
     # The browser asks every site for /favicon.ico by itself; that 404 is not the page's fault.
     severe = [e["message"] for e in console if e.get("level") == "SEVERE" and "favicon.ico" not in e["message"]]
     if severe:
@@ -122,7 +163,7 @@ def check_page(driver, url: str) -> tuple[dict, list[str]]:
 def built_pages() -> list[Path]:
     if not (HTML / "index.html").exists():
         pytest.fail(f"no built book at {HTML}: run `make book` first")
-    skip = {"genindex.html", "search.html"}
+    skip = {"genindex.html", "search.html", "py-modindex.html"}  # Sphinx's generated indexes
     return sorted(
         p for p in HTML.rglob("*.html") if not {"_static", "_sources", "_images"} & set(p.relative_to(HTML).parts) and p.name not in skip
     )
@@ -181,3 +222,31 @@ def test_checks_accept_rendered_math(browser):
         server.shutdown()
         page.unlink()
     assert report["hasMathJax"] and not issues, (report, issues)
+
+
+LAYOUT_CONTROL = """<!doctype html><html><head><title>layout</title></head><body><article style="width:400px">
+<table><tr>""" + "<td>wide&nbsp;cell&nbsp;number&nbsp;one</td>" * 8 + """</tr></table>
+<div style="overflow-x:auto"><table><caption>Table 9.1 fine</caption><tr><td>x</td></tr></table></div>
+<img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==" alt="bare">
+<figure><img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==" alt="ok">
+<figcaption><span class="caption-number">Fig. 9.1 </span>fine</figcaption></figure>
+<p>See <a href="#nowhere">there</a>, Fig. 9.1 (fine), Table 9.1 (no number: its caption has no
+caption-number) and Fig. 9.7.</p></article></body></html>"""
+
+
+def test_layout_checks_catch_wide_uncaptioned_and_dangling(browser, tmp_path):
+    """Negative control for the table, caption and reference checks: each one fires, and only on
+    what is wrong (the scrolled, captioned table and the captioned figure pass)."""
+    (tmp_path / "layout.html").write_text(LAYOUT_CONTROL)
+    server = serve(tmp_path)
+    try:
+        report, issues = check_page(browser, f"http://127.0.0.1:{server.server_address[1]}/layout.html")
+    finally:
+        server.shutdown()
+    assert len(report["wideTables"]) == 1 and "wide" in report["wideTables"][0]
+    assert len(report["uncaptionedTables"]) == 1 and "wide" in report["uncaptionedTables"][0]
+    assert report["uncaptionedFigures"] == ["bare"]
+    assert report["unresolved"] == ["#nowhere", "Table 9.1", "Fig. 9.7"]
+    text = " ".join(issues)
+    for expected in ("wider than the text", "table without a caption", "figure without a caption", "does not resolve"):
+        assert expected in text, (expected, issues)

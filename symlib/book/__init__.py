@@ -3,6 +3,8 @@
 - :mod:`~symlib.book.runtime`: a chapter run's validated parameters (profile, seed, device);
 - :mod:`~symlib.book.profiles`: the `smoke` / `quick` / `paper` tiers and how one is selected;
 - :mod:`~symlib.book.results`: results files and the claims ledger;
+- :mod:`~symlib.book.tables`: how a chapter shows its tables and ledger (numbered captions, paper
+  vs ours, the published `full` run beside this build);
 - :mod:`~symlib.book.reference`: the papers, and their reported tables as data;
 - :mod:`~symlib.book.cache`: the on-disk cache of expensive results;
 - :mod:`~symlib.book.parallel`: independent fits fanned out through joblib (a cluster via Dask);
@@ -12,4 +14,4 @@
   the book (needs the ``book`` extra).
 """
 
-__all__ = ["cache", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime"]
+__all__ = ["cache", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]

@@ -207,6 +207,9 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 cwd=str(source.parent),
                 progress_bar=True,  # which cell of which chapter, on the console (item: silent builds)
                 log_output=False,
+                # the kernel's stderr (an experiment's tqdm bar, warnings) goes to the console as it
+                # comes; the page drops it (_postprocess)
+                stderr_file=sys.stderr,
                 config=kernel_file,
             )
         except papermill.PapermillExecutionError as err:

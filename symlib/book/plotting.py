@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 
 import matplotlib
+import matplotlib.style
 
 __all__ = ["COLORS", "HOUSE_STYLE", "apply_style", "figure", "label_panels", "style"]
 
-COLORS = ("#1f4e79", "#c0504d", "#4f8f3a", "#8064a2", "#d98c1f", "#3d9fb5", "#7f7f7f")
-"""A colour-blind-friendly-ish cycle shared by every chapter (dark blue first = "ours")."""
+COLORS = tuple(matplotlib.style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
+"""The colour cycle of every chapter: matplotlib's ``petroff10``, chosen for colour-vision
+deficiencies (Petroff 2021, "Accessible color sequences for data visualization"); blue first."""
 
 HOUSE_STYLE = {
     "figure.dpi": 110,

@@ -341,7 +341,7 @@ def choose_ratio_path(n_units: int, n_elements: int, *, row_size: int = 1, n_row
 
     For ``m = n_elements`` perms of ``N = n_units`` units, unit rows of ``R = row_size``
     entries (all tensors the perm touches) and ``P = n_rows`` rows of weights (models x
-    samples), forward plus backward cost about
+    samples), forward plus backward cost about::
 
         unit pairs: 12 P N^2 R flops of dense float64 matmul, at F_64 = 40 GFLOP/s;
         direct:     12 P m N R flops of sampled matmul and weighted row sums in the weights'

@@ -272,3 +272,14 @@ def test_real_kernel_reports_a_corrupt_cache_entry_and_cleans_up(sandbox, monkey
     argv = "".join(o.text for o in nb.cells[-1].outputs if o.output_type == "stream")
     assert str(sandbox / "tmp" / f"symlib-nb-{os.getpid()}-") in argv  # connection file
     assert _nb_folders(sandbox) == []
+
+
+def test_kernel_stderr_reaches_the_console_not_the_page(sandbox, monkeypatch):
+    """An experiment's progress bar (kernel stderr) is passed to the console and dropped from the page."""
+    import sys
+
+    calls = fake_papermill(monkeypatch)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert calls[0]["stderr_file"] is sys.stderr and calls[0]["progress_bar"] is True
+    nb = nbformat.read(sandbox / "executed" / "00_symmetries.ipynb", as_version=4)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]

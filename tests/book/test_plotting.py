@@ -28,3 +28,10 @@ def test_figure_and_panel_labels():
     plotting.label_panels(axes)
     assert axes.shape == (2, 3)
     assert [t.get_text() for ax in axes.ravel() for t in ax.texts] == ["(a)", "(b)", "(c)", "(d)", "(e)", "(f)"]
+
+
+def test_palette_is_matplotlibs_colour_blind_safe_cycle():
+    import matplotlib.style
+
+    assert plotting.COLORS == tuple(matplotlib.style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
+    assert plotting.HOUSE_STYLE["axes.prop_cycle"].by_key()["color"] == list(plotting.COLORS)

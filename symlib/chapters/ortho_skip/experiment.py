@@ -526,7 +526,7 @@ def plot_fits(results: dict):
         ax.fill_between(x, mean - epi, mean + epi, color="#3182bd", alpha=0.6, lw=0, label="±1 sd epistemic")
         ax.plot(x, f["f_true"], color="0.35", lw=1.0, ls="--", label="true function")
         ax.plot(x, mean, color="#08306b", lw=1.6, label="predictive mean")
-        ax.scatter(f["x_train"], f["y_train"], s=6, color="#c0504d", zorder=3, label="data")
+        ax.scatter(f["x_train"], f["y_train"], s=6, color="C2", zorder=3, label="data")
         for edge in (-1.0, 1.0):
             ax.axvline(edge, color="0.6", lw=0.8, ls=":")
         ax.set_title(f["labels"][i])

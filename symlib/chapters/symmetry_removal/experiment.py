@@ -276,11 +276,13 @@ def plot_mass(mass: dict):
     axes[0].legend()
     keys = [k[4:-1] for k in df.columns if k.startswith("max|") and not k.endswith("min-mass")]
     pos = np.arange(len(keys))
-    axes[1].boxplot([df[f"max|{k}|"] for k in keys], positions=pos - 0.18, widths=0.3)
-    axes[1].boxplot([df[f"max|{k}| min-mass"] for k in keys], positions=pos + 0.18, widths=0.3,
-                    patch_artist=True, boxprops={"facecolor": "C1", "alpha": 0.5})
+    # the same two colours as panel (a), named in a legend rather than in the caption
+    for shift, suffix, colour, name in ((-0.18, "|", "C0", "trained"), (0.18, "| min-mass", "C1", "min-mass")):
+        axes[1].boxplot([df[f"max|{k}{suffix}"] for k in keys], positions=pos + shift, widths=0.3, patch_artist=True,
+                        boxprops={"facecolor": colour, "alpha": 0.6}, medianprops={"color": "k"}, label=name)
     axes[1].set_xticks(pos, [f"{k}\n({math.prod(OPTUNET_SHAPES[k])})" for k in keys])
-    axes[1].set_ylabel("largest |weight| (white: trained, orange: min-mass)")
+    axes[1].set_ylabel("largest |weight| per layer")
+    axes[1].legend()
     label_panels(axes)
     return fig
 

@@ -1,0 +1,156 @@
+"""The book's page furniture: per-chapter figure numbers, repository and launch buttons, styles.
+
+- Figures are numbered per chapter, with the chapter's own number: chapter 2a's first figure is
+  "Fig. 2a.1" (Sphinx numbers them across the whole book otherwise), and ``{numref}`` follows.
+- The repository, source, edit, issue and launch (Binder) buttons appear when the repository URL
+  is known at build time: ``SYMLIB_REPOSITORY_URL``, else ``GITHUB_SERVER_URL/GITHUB_REPOSITORY``
+  (set in GitHub Actions), else the git remote ``origin``; without one they are left out. The
+  branch is ``SYMLIB_REPOSITORY_BRANCH`` (default ``main``). Their
+  links point at the MyST sources in ``notebooks/`` (``executed/`` is a build output). Colab
+  opens only ``.ipynb`` files from a repository, which this one does not commit, so it is not
+  offered.
+- ``book/_static/symlib.css``: tables, captions, the ledger's status colours.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def chapter_label(docname: str) -> str | None:
+    """``executed/02a_symmetry_removal`` -> ``2a``; None for pages that are not chapters."""
+    m = re.match(r"executed/(\d+)([a-z]?)_", docname)
+    return f"{int(m[1])}{m[2]}" if m else None
+
+
+def _per_chapter_numbers(app, env):
+    """Renumber figures (and numbered tables, code) from 1 in each chapter, prefixed by it."""
+    for docname, by_type in env.toc_fignumbers.items():
+        label = chapter_label(docname)
+        if label is None:
+            continue
+        for figtype, numbers in by_type.items():
+            order = sorted(numbers, key=lambda k: numbers[k])
+            by_type[figtype] = {key: (label, i) for i, key in enumerate(order, 1)}
+    return []
+
+
+def repository_url() -> str | None:
+    """The repository's https URL at build time, or None (see the module docstring)."""
+    url = os.environ.get("SYMLIB_REPOSITORY_URL", "").strip()
+    if not url and os.environ.get("GITHUB_REPOSITORY"):
+        url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{os.environ['GITHUB_REPOSITORY']}"
+    if not url:
+        try:
+            url = subprocess.run(["git", "remote", "get-url", "origin"], check=False, cwd=ROOT, capture_output=True,
+                                 text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            url = ""
+    m = re.match(r"^(?:git@([^:]+):|ssh://git@([^/]+)/|https?://(?:[^@/]+@)?([^/]+)/)([^/]+)/([^/]+?)(?:\.git)?/?$", url)
+    if not m:
+        return None
+    host = m[1] or m[2] or m[3]
+    return f"https://{host}/{m[4]}/{m[5]}"
+
+
+def _buttons(app, config):
+    url = repository_url()
+    if not url:
+        return
+    opts = config.html_theme_options
+    opts.update({
+        "repository_url": url,
+        "repository_branch": os.environ.get("SYMLIB_REPOSITORY_BRANCH") or "main",
+        "path_to_docs": "",
+        "use_repository_button": True,
+        "use_issues_button": True,
+        "use_edit_page_button": True,
+        "use_source_button": True,
+    })
+    if "github.com" in url:
+        opts["launch_buttons"] = {**opts.get("launch_buttons", {}), "binderhub_url": "https://mybinder.org",
+                                  "colab_url": "", "notebook_interface": "classic"}
+
+
+def source_path(docname: str) -> str | None:
+    """Where a built page's source lives in the repository (None: it is not a generated page)."""
+    if docname == "executed/reproducibility":
+        return "book/reproducibility.md"
+    if docname.startswith("executed/"):
+        return f"notebooks/{docname.split('/', 1)[1]}.md"
+    return None
+
+
+def _retarget(app, pagename, templatename, context, doctree):
+    """Point the buttons of pages built from ``executed/`` at their MyST sources."""
+    target = source_path(pagename)
+    if target is None:
+        return
+    pattern = re.compile(re.escape(pagename) + r"\.ipynb")
+
+    def fix(buttons):
+        for button in buttons:
+            # the repository's and launchers' links; the download of the built page stays as it is
+            if isinstance(button.get("url"), str) and button["url"].startswith("http"):
+                button["url"] = pattern.sub(target, button["url"])
+            if isinstance(button.get("buttons"), list):
+                fix(button["buttons"])
+
+    fix(context.get("header_buttons", []))
+
+
+_CODE = re.compile(r"(``.*?``|`[^`]*`)")
+
+
+def _plain_bars(app, what, name, obj, options, lines):
+    """Docstrings write norms as ``|x|``; outside code and literal blocks reST would read
+    ``|x|`` as a substitution, so the bars are escaped for the API pages."""
+    literal_indent = None
+    for i, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        if literal_indent is not None and line.strip() and indent <= literal_indent:
+            literal_indent = None
+        if literal_indent is None and "|" in line and not line.lstrip().startswith(("|", "+")):
+            parts = _CODE.split(line)
+            lines[i] = "".join(p if j % 2 else p.replace("|", "\\|") for j, p in enumerate(parts))
+        if literal_indent is None and line.rstrip().endswith("::"):
+            literal_indent = indent
+
+
+_NAME = re.compile(r"^(symlib(?:\.\w+)+)(?:\(\))?$")
+
+
+def _link_api_names(app, doctree, fromdocname):
+    """Make every ``symlib.…`` name written as code in a page a link to its API entry."""
+    from docutils import nodes
+
+    if not fromdocname.startswith("executed/") and not fromdocname.startswith("book/intro"):
+        return
+    py = app.env.get_domain("py")
+    for lit in list(doctree.findall(nodes.literal)):
+        m = _NAME.match(lit.astext().strip())
+        if not m or isinstance(lit.parent, nodes.reference):
+            continue
+        name = m[1]
+        entry = py.objects.get(name) or py.modules.get(name)
+        if entry is None:
+            continue
+        uri = app.builder.get_relative_uri(fromdocname, entry.docname) + "#" + entry.node_id
+        ref = nodes.reference("", "", internal=True, refuri=uri, classes=["symlib-api"])
+        lit.replace_self(ref)
+        ref.append(lit)
+
+
+def setup(app):
+    app.connect("doctree-resolved", _link_api_names)
+    app.connect("autodoc-process-docstring", _plain_bars)
+    app.connect("config-inited", _buttons)
+    app.connect("env-get-updated", _per_chapter_numbers, priority=900)
+    app.connect("html-page-context", _retarget, priority=900)
+    app.add_css_file("symlib.css")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

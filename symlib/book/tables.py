@@ -1,0 +1,481 @@
+"""How a chapter shows its tables and its claims ledger: one helper for every chapter.
+
+:func:`show_table` stores a table in the chapter's results file and renders it as HTML with a
+numbered ``<caption>`` (chapter 2a's third table is "Table 2a" + ".3"), inside a scroll container so a wide table never runs
+past the text column, with one number format per column (three significant digits), the
+paper's columns set apart from ours, and, when a `full` run of the chapter is published
+(:mod:`symlib.book.published`), its numbers beside this build's. A published run made by an
+older profile or code is marked "from an older version of the code"; nothing here fails on it.
+:func:`show_ledger` does the same for the claims ledger (status by colour and symbol, this
+build's verdict beside the published one) and shows the published run's figures.
+
+    table = pd.DataFrame(...)
+    tables.show_table(run, "table1_mnist", table, caption="MNIST / OptuNet, ours beside the paper's")
+
+Prose refers to a table by number through the glued ``tab_<name>`` (``{glue:md}`tab_table1_mnist```),
+so a renumbered table never leaves a stale reference behind.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+
+from symlib.book import published
+
+__all__ = [
+    "STATUS",
+    "chapter_label",
+    "format_column",
+    "provenance_line",
+    "published_tier",
+    "render_ledger",
+    "render_table",
+    "show_ledger",
+    "show_table",
+    "table_anchor",
+]
+
+STATUS = {
+    "holds": ("✓", "holds"),
+    "does not hold": ("✗", "fails"),
+    "not judged": ("○", "unjudged"),
+    "code check": ("⚙", "codecheck"),
+    "—": ("·", "absent"),
+}
+"""Verdict -> (symbol, CSS class suffix): the ledger never relies on colour alone."""
+
+
+def chapter_label(chapter: str) -> str:
+    """The chapter's number as the book prints it: ``"02a_symmetry_removal"`` -> ``"2a"``."""
+    m = re.match(r"(\d+)([a-z]?)_", chapter)
+    return f"{int(m[1])}{m[2]}" if m else chapter
+
+
+def table_anchor(chapter: str, number: int) -> str:
+    """The HTML id of a chapter's table ``number`` (``table-2a-3``)."""
+    return f"table-{chapter_label(chapter)}-{number}"
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def format_column(values, fmt: str | None = None) -> list[str]:
+    """One format for a whole column, so its numbers line up and compare at a glance.
+
+    Integers (and floats that are all whole numbers) get thousands separators; other floats
+    three significant digits at the column's typical magnitude, fixed-point, or scientific
+    notation when the column spans numbers below 0.001 or above 100,000. Missing values
+    (None, NaN) show as "—"; strings are left as they are. ``fmt`` (``"{:.0%}"``) overrides.
+    """
+    values = list(values)
+    nums = [v for v in values if _is_number(v) and math.isfinite(v)]
+
+    def show(v, number_fmt):
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "—"
+        if not _is_number(v):
+            return str(v)
+        return number_fmt.format(v)
+
+    if fmt is not None:
+        return [show(v, fmt) for v in values]
+    if not nums:
+        return [show(v, "{}") for v in values]
+    if all(float(v).is_integer() and abs(v) < 1e15 for v in nums):
+        return [show(v if not _is_number(v) else int(v), "{:,}") for v in values]
+    mags = sorted(abs(v) for v in nums if v != 0)
+    if not mags:
+        return [show(v, "{:.0f}") for v in values]
+    if mags[0] < 1e-3 or mags[-1] >= 1e5:
+        return [show(v, "{:.2e}") for v in values]
+    typical = mags[len(mags) // 2]
+    decimals = min(4, max(0, 2 - math.floor(math.log10(typical))))
+    return [show(v, f"{{:.{decimals}f}}") for v in values]
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def published_tier(chapter: str, config=None) -> tuple[dict | None, list[str]]:
+    """The published `full` record of ``chapter`` and why it is stale ([] when current).
+
+    ``config`` is any profile of the chapter (the run's): its module holds the chapter's
+    ``PROFILES``, whose `full` entry the published record is compared with (the book machinery
+    does not import the chapters).
+    """
+    import sys
+
+    record = published.load(chapter)
+    if record is None:
+        return None, []
+    profiles = getattr(sys.modules.get(type(config).__module__), "PROFILES", None) or {}
+    return record, published.staleness(record, profiles.get(published.TIER))
+
+
+def provenance_line(record: dict, stale: list[str]) -> str:
+    """``full`` run: profile, device, date, commit (and why it is from older code)."""
+    prov = record.get("provenance") or {}
+    commit = (prov.get("commit") or "unknown commit")[:12]
+    date = (record.get("published") or "")[:10] or "undated"
+    line = (f"full = published run: profile <code>{html.escape(str(record.get('profile')))}</code>, "
+            f"device <code>{html.escape(str(record.get('device')))}</code>, {date}, commit <code>{html.escape(commit)}</code>")
+    if stale:
+        line += (' — <strong class="symlib-stale">from an older version of the code</strong> ('
+                 + html.escape("; ".join(stale)) + ")")
+    return line
+
+
+def _aligned(quick: dict, full: dict) -> bool:
+    """Whether the published table has this build's shape: same columns, rows, row labels."""
+    if quick["columns"] != full["columns"] or len(quick["rows"]) != len(full["rows"]):
+        return False
+    return all(q[0] == f[0] for q, f in zip(quick["rows"], full["rows"], strict=True))
+
+
+def _is_paper(column: str, paper_columns) -> bool:
+    return column in paper_columns if paper_columns is not None else "paper" in column.lower()
+
+
+def _is_paper_row(row: list) -> bool:
+    """A row of the paper's numbers: a leading label is "paper" or ends in "(paper)"."""
+    labels = [str(v).strip().lower() for v in row[:2] if isinstance(v, str)]
+    return any(v == "paper" or v.endswith("(paper)") or v.startswith("paper") for v in labels)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _cells(table: dict, formats: dict, other: dict | None = None) -> tuple[dict, dict]:
+    """Each column's cells as text, with ``other``'s (same columns) in the same format."""
+    n = len(table["rows"])
+    rows = table["rows"] + (other["rows"] if other else [])
+    cells = {c: format_column([row[i] for row in rows], formats.get(c)) for i, c in enumerate(table["columns"])}
+    return {c: v[:n] for c, v in cells.items()}, {c: v[n:] for c, v in cells.items()}
+
+
+def render_table(table: dict, *, label: str, anchor: str, full: dict | None = None,
+                 full_record: dict | None = None, stale: list[str] | None = None,
+                 formats: dict | None = None, paper_columns=None, hide: tuple = ()) -> str:
+    """A stored table (``{"caption", "source", "columns", "rows"}``) as captioned HTML.
+
+    Args:
+        table: this build's table, as :meth:`ChapterResults.add_table` stores it.
+        label: its number as printed (``f"Table {chapter_label(chapter)}.{n}"``).
+        anchor: the HTML id prose links to.
+        full: the same table from the published `full` run, if there is one: a column whose
+            values differ between the runs shows both ("quick" / "full"); a table of another
+            shape is shown below this build's.
+        full_record, stale: the published record (for its provenance line) and why it is stale.
+        formats: column -> format string, overriding :func:`format_column`'s choice.
+        paper_columns: the paper's columns (default: those whose name contains "paper").
+        hide: columns not shown (still stored).
+    """
+    formats = formats or {}
+    cols = [c for c in table["columns"] if c not in hide]
+    merged = full is not None and _aligned(table, full)
+    quick, other = _cells(table, formats, full if merged else None)
+    both = [c for c in cols if merged and other[c] != quick[c]]
+    stale_cls = " symlib-stale" if stale else ""
+
+    def paper(c):
+        return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
+
+    def th(c, **attrs):
+        extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
+        return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"
+
+    head = ["<thead><tr>"]
+    if both:
+        for c in cols:
+            head.append(th(c, colspan=2) if c in both else th(c, rowspan=2))
+        head.append("</tr><tr>")
+        for c in both:
+            head.append(f'<th class="symlib-tier">quick</th><th class="symlib-tier symlib-full{stale_cls}">full</th>')
+    else:
+        head.extend(th(c) for c in cols)
+    head.append("</tr></thead>")
+
+    body = ["<tbody>"]
+    for i in range(len(table["rows"])):
+        body.append('<tr class="symlib-paper">' if _is_paper_row(table["rows"][i]) else "<tr>")
+        for c in cols:
+            num = ' class="symlib-num"' if _is_number(table["rows"][i][table["columns"].index(c)]) else ""
+            cls = paper(c) or num
+            if paper(c) and num:
+                cls = ' class="symlib-paper symlib-num"'
+            body.append(f"<td{cls}>{html.escape(quick[c][i])}</td>")
+            if c in both:
+                body.append(f'<td class="symlib-full{stale_cls}{" symlib-num" if num else ""}">{html.escape(other[c][i])}</td>')
+        body.append("</tr>")
+    body.append("</tbody>")
+
+    caption = html.escape(table.get("caption") or "")
+    source = f' <span class="symlib-source">Source: {html.escape(table["source"])}.</span>' if table.get("source") else ""
+    parts = [
+        f'<div class="symlib-table-scroll" id="{anchor}">',
+        '<table class="symlib-table">',
+        f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span>{source}</caption>',
+        *head, *body, "</table>",
+    ]
+    if full_record is not None:
+        note = provenance_line(full_record, stale or [])
+        if full is None:
+            note += "; this table is not in it"
+        elif not merged:
+            parts.append("</div>")
+            parts.append(render_table(full, label=f"{label} (full run)", anchor=f"{anchor}-full", formats=formats,
+                                      paper_columns=paper_columns, hide=hide).replace(
+                                          '<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1))
+            parts.append(f'<p class="symlib-tier-note">{note}</p>')
+            return "\n".join(parts)
+        elif not both:
+            note += "; its numbers are the same as this build's"
+        parts.append(f'<p class="symlib-tier-note">{note}</p>')
+    parts.append("</div>")
+    return "\n".join(p for p in parts if p)
+
+
+def show_table(run, name: str, frame, *, caption: str | None = None, source: str | None = None, formats: dict | None = None,
+               paper_columns=None, hide: tuple = (), store: bool = True, index: bool = True):
+    """Store ``frame`` as table ``name`` of the chapter, number it, and return it for display.
+
+    The table gets the chapter's next number (``f"Table {chapter_label(chapter)}.{n}"``), shown in its ``<caption>``; the
+    glue key ``tab_<name>`` holds a link to it for the prose. With ``store=False`` the table is
+    shown but not written to the results file (it is stored elsewhere: robustness, errata).
+    ``caption`` and ``source`` default to those the table was stored with earlier, if it was.
+    ``index=False`` drops the frame's index (by default a named or non-range index is kept as
+    leading columns, as :meth:`ChapterResults.add_table` does).
+    """
+    from IPython.display import HTML, Markdown
+    from myst_nb import glue
+
+    from symlib.book.results import ChapterResults
+
+    if not index:
+        frame = frame.reset_index(drop=True)
+    stored = run.results.tables.get(name, {})
+    caption = caption if caption is not None else stored.get("caption", "")
+    source = source if source is not None else stored.get("source", "")
+    if store:
+        run.results.add_table(name, frame, caption=caption, source=source)
+        table = run.results.tables[name]
+    else:
+        scratch = ChapterResults(run.chapter, run.profile, run.seed, str(run.device))
+        scratch.add_table(name, frame, caption=caption, source=source)
+        table = scratch.tables[name]
+    shown = _shown(run)
+    shown.append(name)
+    number = len(shown)
+    label = f"Table {chapter_label(run.chapter)}.{number}"
+    anchor = table_anchor(run.chapter, number)
+    record, stale = published_tier(run.chapter, run.config)
+    full = (record or {}).get("tables", {}).get(name) if store else None
+    out = render_table(table, label=label, anchor=anchor, full=full, full_record=record if store else None,
+                       stale=stale, formats=formats, paper_columns=paper_columns, hide=hide)
+    glue(f"tab_{name}", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
+    return HTML(out)
+
+
+def _shown(run) -> list:
+    """The names of the tables a run has shown so far, in order (kept on the run object)."""
+    if not hasattr(run, "_symlib_shown"):
+        object.__setattr__(run, "_symlib_shown", [])
+    return run._symlib_shown
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+def _status(verdict: str, kind: str = "claim") -> tuple[str, str]:
+    key = "not judged" if verdict.startswith("not judged") else verdict
+    symbol, cls = STATUS.get(key, STATUS["—"])
+    if kind == "code check" and key == "holds":
+        symbol, cls = STATUS["code check"]
+    return symbol, cls
+
+
+def status_badge(verdict: str, kind: str = "claim") -> str:
+    """A verdict as a coloured badge with its symbol (``✓ holds``); the text keeps the detail."""
+    symbol, cls = _status(verdict, kind)
+    return f'<span class="symlib-status symlib-{cls}">{symbol} {html.escape(verdict)}</span>'
+
+
+def section_ids(chapter: str, root: Path | None = None) -> dict[str, str]:
+    """The chapter notebook's ``##`` headings -> their HTML ids (as Sphinx makes them)."""
+    from docutils.nodes import make_id
+
+    from symlib.book.paths import project_root_or_cwd
+
+    source = (root or project_root_or_cwd()) / "notebooks" / f"{chapter}.md"
+    if not source.is_file():
+        return {}
+    heads = re.findall(r"^##+ (.+)$", source.read_text(), flags=re.MULTILINE)
+    return {h.strip(): make_id(h.strip()) for h in heads}
+
+
+def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
+                  stale: list[str] | None = None, sections: dict[str, str] | None = None,
+                  link_prefix: str = "") -> str:
+    """A chapter's claims as captioned HTML: symbol and colour per verdict, quick beside full."""
+    full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
+    stale_cls = " symlib-stale" if stale else ""
+    cols = ["claim", "quick"] + (["full"] if full_record else []) + ["paper", "ours", "criterion", "preconditions"]
+    paper = ' class="symlib-paper"'
+    head = "".join(f'<th{paper if c == "paper" else ""}>{c}</th>' for c in cols)
+    rows = []
+    from symlib.book.results import _claim_verdict, _preconditions_text
+
+    for c in meta["claims"]:
+        kind = c.get("kind", "claim")
+        text = html.escape(c["text"]) + (' <em class="symlib-kind">(code check)</em>' if kind == "code check" else "")
+        section = (sections or {}).get(c["id"])
+        if section:
+            text = f'<a class="reference internal" href="{link_prefix}#{section}">{text}</a>'
+        cells = [text, status_badge(_claim_verdict(c), kind)]
+        if full_record:
+            f = full_claims.get(c["id"])
+            cells.append(status_badge(_claim_verdict(f), kind) if f else status_badge("—"))
+        cells += [html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
+                  html.escape(_preconditions_text(c))]
+        tds = "".join(f'<td class="symlib-paper">{x}</td>' if col == "paper" else
+                      (f'<td class="symlib-full{stale_cls}">{x}</td>' if col == "full" else f"<td>{x}</td>")
+                      for col, x in zip(cols, cells, strict=True))
+        row_id = "" if link_prefix else f' id="claim-{html.escape(c["id"])}"'  # unique on a chapter page
+        rows.append(f"<tr{row_id}>{tds}</tr>")
+    caption = "Claims ledger: each claim's criterion and preconditions, fixed before the run, and its verdict"
+    note = f'<p class="symlib-tier-note">{provenance_line(full_record, stale or [])}</p>' if full_record else ""
+    return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table symlib-ledger">'
+            f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span></caption>'
+            f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{note}</div>')
+
+
+def _figures_html(chapter: str, record: dict, stale: list[str]) -> str:
+    import base64
+
+    folder = published.published_dir() / chapter
+    imgs = []
+    for i, name in enumerate(record.get("figures") or [], 1):
+        path = folder / name
+        if path.is_file():
+            data = base64.b64encode(path.read_bytes()).decode()
+            imgs.append(f'<figure class="symlib-full-figure"><img src="data:image/png;base64,{data}" '
+                        f'alt="figure {i} of the published full run"><figcaption>'
+                        f'<span class="caption-number">Full run, figure {i} </span>(in the order of this page)</figcaption></figure>')
+    if not imgs:
+        return ""
+    return ('<details class="symlib-full-figures"><summary>Figures of the published full run</summary>'
+            f'<p class="symlib-tier-note">{provenance_line(record, stale)}</p>{"".join(imgs)}</details>')
+
+
+def show_ledger(run, *, sections: dict[str, str] | None = None):
+    """Write the chapter's results file, then show its claims ledger (and the full run's figures).
+
+    ``sections`` maps a claim id to the start of the ``##`` heading of the section that
+    measures it (``{"not-min-mass": "Figure 2"}``); the ledger and the book's ledger page link
+    there. Returns the written results record (``dict``).
+
+    Raises:
+        ValueError: a heading in ``sections`` is not in the chapter's notebook.
+    """
+    from IPython.display import HTML, Markdown, display
+    from myst_nb import glue
+
+    ids = section_ids(run.chapter)
+    anchors = {}
+    for cid, start in (sections or {}).items():
+        match = [hid for head, hid in ids.items() if head.startswith(start)]
+        if not match:
+            raise ValueError(f"{run.chapter}: no section heading starts with {start!r} (claim {cid!r})")
+        anchors[cid] = match[0]
+    run.results.notes["claim_sections"] = anchors
+    meta = json.loads(run.finish().read_text())
+    shown = _shown(run)
+    shown.append("claims ledger")
+    label = f"Table {chapter_label(run.chapter)}.{len(shown)}"
+    anchor = table_anchor(run.chapter, len(shown))
+    record, stale = published_tier(run.chapter, run.config)
+    glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
+    display(HTML(render_ledger(meta, label=label, anchor=anchor, full_record=record, stale=stale, sections=anchors)))
+    if record is not None:
+        figures = _figures_html(run.chapter, record, stale)
+        if figures:
+            display(HTML(figures))
+    else:
+        display(Markdown(f"*No `{published.TIER}` run of this chapter is published yet: the numbers above are "
+                         f"this build's (profile `{run.profile}`) and the paper's.*"))
+    return meta
+
+
+# --------------------------------------------------------------------------- the ledger page
+
+
+def verdict_counts(record: dict | None) -> dict[str, int]:
+    """How many entries of a record hold, do not hold, are not judged, or are code checks."""
+    from symlib.book.results import _claim_verdict
+
+    counts = dict.fromkeys(("holds", "does not hold", "not judged", "code check"), 0)
+    for c in (record or {}).get("claims", []):
+        if c.get("kind", "claim") == "code check":
+            counts["code check"] += 1
+        else:
+            v = _claim_verdict(c)
+            counts["not judged" if v.startswith("not judged") else v] += 1
+    return counts
+
+
+def summary_figure(chapter: str, tiers: dict[str, dict | None], *, label: str) -> str:
+    """A small captioned figure: one bar per tier, its entries by verdict (colour and symbol)."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from symlib.book.plotting import style
+
+    colours = {"holds": "#1b6e3a", "does not hold": "#bd1f01", "not judged": "#94a4a2", "code check": "#3f90da"}
+    shown = {t: r for t, r in tiers.items() if r is not None}
+    with style():
+        fig, ax = plt.subplots(figsize=(6.0, 0.45 + 0.35 * len(shown)))
+        for y, (tier, record) in enumerate(shown.items()):
+            left = 0
+            for verdict, n in verdict_counts(record).items():
+                if n:
+                    ax.barh(y, n, left=left, color=colours[verdict], edgecolor="white")
+                    ax.text(left + n / 2, y, f"{_status(verdict, 'code check' if verdict == 'code check' else 'claim')[0]} {n}",
+                            ha="center", va="center", color="white", fontsize=9, fontweight="bold")
+                    left += n
+        ax.set_yticks(range(len(shown)), list(shown))
+        ax.invert_yaxis()
+        ax.set_xlabel("ledger entries")
+        ax.grid(False)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    legend = ", ".join(f"{STATUS[v][0]} {v}" for v in ("holds", "does not hold", "not judged", "code check"))
+    return (f'<figure class="symlib-summary-figure"><img src="data:image/png;base64,{data}" '
+            f'alt="verdicts of chapter {chapter_label(chapter)} by tier"><figcaption><span class="caption-number">{label} </span>'
+            f"Chapter {chapter_label(chapter)}: its ledger entries by verdict, per tier ({legend}).</figcaption></figure>")
+
+
+def ledger_page_section(record: dict, *, number: int, full_record: dict | None = None,
+                        stale: list[str] | None = None) -> str:
+    """The ledger page's section for one chapter: summary figure, then the linked ledger table."""
+    chapter = record["chapter"]
+    sections = (record.get("notes") or {}).get("claim_sections") or {}
+    figure = summary_figure(chapter, {f"quick ({record['profile']})": record, "full (published)": full_record},
+                            label=f"Figure {number}")
+    table = render_ledger(record, label=f"Table {number}", anchor=f"ledger-{chapter_label(chapter)}",
+                          full_record=full_record, stale=stale, sections=sections, link_prefix=f"{chapter}.html")
+    return figure + table

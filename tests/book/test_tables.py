@@ -1,0 +1,119 @@
+"""The one table helper every chapter uses: numbering, captions, formats, and the full tier."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from symlib.book import published, runtime, tables
+from symlib.book.provenance import provenance
+from symlib.chapters.ortho_skip.profiles import PROFILES
+
+CHAPTER = "01_ortho_skip"
+
+
+def _frame(rmse=(0.123456, 0.5)):
+    return pd.DataFrame({"variant": ["plain", "skip"], "train RMSE": list(rmse),
+                         "RMSE (paper)": [0.2, 0.3], "weights at prior": [1200, 35]})
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
+    return runtime.start(CHAPTER, PROFILES, profile="smoke", seed=0, device="cpu")
+
+
+@pytest.fixture
+def publish_fake(tmp_path, monkeypatch):
+    """Write a fake published `full` record into a temporary published/full/ folder."""
+    folder = tmp_path / "published" / "full"
+    monkeypatch.setattr(published, "published_dir", lambda: folder)
+
+    def write(frame, *, config=PROFILES["full"], claims=None, name="sinc_metrics"):
+        flat = frame.reset_index() if not isinstance(frame.index, pd.RangeIndex) else frame
+        record = {
+            "chapter": CHAPTER, "profile": "full", "seed": 0, "device": "cuda", "wall_time_s": 600.0,
+            "published": "2026-01-02T03:04:05+00:00", "provenance": provenance(CHAPTER, config) | {"commit": "abcdef1234567890"},
+            "tables": {name: {"caption": "c", "source": "", "columns": list(flat.columns),
+                              "rows": flat.to_numpy().tolist()}},
+            "claims": claims or [], "figures": [],
+        }
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{CHAPTER}.json").write_text(json.dumps(record))
+        return record
+
+    return write
+
+
+def test_chapter_label():
+    assert tables.chapter_label("02a_symmetry_removal") == "2a"
+    assert tables.chapter_label("00_symmetries") == "0"
+    assert tables.chapter_label("06_synthesis") == "6"
+
+
+def test_format_column_one_format_per_column():
+    assert tables.format_column([0.123456, 1.5, 12.0]) == ["0.12", "1.50", "12.00"]
+    assert tables.format_column([1200, 35.0]) == ["1,200", "35"]
+    assert tables.format_column([1e-5, 0.3]) == ["1.00e-05", "3.00e-01"]
+    assert tables.format_column([None, float("nan"), "text"]) == ["—", "—", "text"]
+    assert tables.format_column([0.25], "{:.0%}") == ["25%"]
+
+
+def test_tables_numbered_and_captioned_without_full_run(run, publish_fake):
+    first = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    second = tables.show_table(run, "other", _frame(), caption="Again").data
+    assert '<caption><span class="caption-number">Table 1.1 </span>' in first
+    assert 'id="table-1-1"' in first and 'id="table-1-2"' in second
+    assert 'class="symlib-table-scroll"' in first  # a wide table scrolls inside the column
+    assert '<th class="symlib-paper">RMSE (paper)</th>' in first  # paper columns set apart
+    assert "0.123" in first and "1,200" in first
+    assert "full = published run" not in first  # no full run published: nothing claims one
+    assert run.results.tables["sinc_metrics"]["caption"] == "Per-variant metrics"
+
+
+def test_full_numbers_beside_quick_with_provenance(run, publish_fake):
+    publish_fake(_frame(rmse=(0.05, 0.06)))
+    out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    assert '<th colspan="2">train RMSE</th>' in out  # differing column: quick and full side by side
+    assert '<th rowspan="2" class="symlib-paper">RMSE (paper)</th>' in out  # paper numbers once
+    assert ">0.050<" in out and ">0.123<" in out
+    assert "device <code>cuda</code>, 2026-01-02, commit <code>abcdef123456</code>" in out
+    assert "older version" not in out
+
+
+def test_stale_full_run_is_marked_not_fatal(run, publish_fake):
+    import dataclasses
+
+    older = dataclasses.replace(PROFILES["full"], n_steps=PROFILES["full"].n_steps + 1)
+    publish_fake(_frame(rmse=(0.05, 0.06)), config=older)
+    out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    assert "from an older version of the code" in out and "profile changed" in out
+    assert "symlib-full symlib-stale" in out
+
+
+def test_full_table_of_another_shape_shown_below(run, publish_fake):
+    publish_fake(_frame().iloc[:1])
+    out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    assert "Table 1.1 (full run)" in out and 'id="table-1-1-full"' in out
+
+
+def test_ledger_shows_status_symbols_and_tiers(run, publish_fake, capsys):
+    claims = [{"id": "plain-underfits", "text": "t", "paper": "p", "ours": "o", "holds": False,
+               "criterion": "", "preconditions": [], "kind": "claim", "verdict": "does not hold"}]
+    publish_fake(_frame(), claims=claims)
+    run.results.add_claim("plain-underfits", "plain VI underfits", "yes", "it does", True, criterion="x")
+    html_out = tables.render_ledger(run.results.to_dict(), label="Table 1.3", anchor="table-1-3",
+                                    full_record=published.load(CHAPTER), stale=[],
+                                    sections={"plain-underfits": "figure-1-the-four-variants"})
+    assert "✓ holds" in html_out and "✗ does not hold" in html_out
+    assert 'href="#figure-1-the-four-variants"' in html_out and 'id="claim-plain-underfits"' in html_out
+
+
+def test_show_ledger_links_sections_and_refuses_unknown_heading(run, publish_fake):
+    run.results.add_claim("plain-underfits", "plain VI underfits", "yes", "it does", True)
+    with pytest.raises(ValueError, match="no section heading"):
+        tables.show_ledger(run, sections={"plain-underfits": "No such heading"})
+    meta = tables.show_ledger(run, sections={"plain-underfits": "Figure 1"})
+    section = meta["notes"]["claim_sections"]["plain-underfits"]
+    assert re.fullmatch(r"figure-1-[a-z0-9-]+", section)
