@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -138,9 +139,10 @@ def test_unknown_benchmark_lists_valid_ones():
 def test_profiles_document_every_field():
     doc = ch6.SynthesisProfile.__doc__
     assert doc
-    source = open(ex.__file__.replace("experiment.py", "profiles.py")).read()
-    for f in dataclasses.fields(ch6.SynthesisProfile):
-        assert f'    {f.name}:' in source
+    fields = [f.name for f in dataclasses.fields(ch6.SynthesisProfile)]
+    source = Path(ex.__file__).with_name("profiles.py").read_text()
+    for name in fields:  # every field is followed by its docstring
+        assert f'    {name}:' in source and source.split(f'    {name}:', 1)[1].split('\n', 2)[1].strip().startswith('"""')
     assert get_profile("06_synthesis", "quick").sgm_ks == (5, 20)
     assert get_profile("06_synthesis", "quick").n_modes == 10 == get_profile("06_synthesis", "quick").n_members
 
