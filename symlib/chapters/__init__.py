@@ -23,6 +23,7 @@ CHAPTERS = {
     "03_sgm_vi": "sgm_vi",
     "04_constrained_models": "constrained_models",
     "05_rebasin_hmc": "rebasin_hmc",
+    "06_synthesis": "synthesis",
 }
 """Chapter name (the notebook's file name) -> package under :mod:`symlib.chapters`."""
 
@@ -42,6 +43,7 @@ __all__ = [  # noqa: RUF022 (chapters in book order)
     "sgm_vi",
     "constrained_models",
     "rebasin_hmc",
+    "synthesis",
 ]
 
 

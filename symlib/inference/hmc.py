@@ -38,7 +38,7 @@ Randomness is explicit: every draw comes from the ``torch.Generator`` passed in.
 Public: :class:`HMCState`, :class:`HMCInfo`, :class:`HMCResult`, :class:`SampleStore`,
 :func:`value_and_grad`, :func:`init`, :func:`leapfrog`, :func:`hmc_step`,
 :func:`dual_averaging_init`, :func:`dual_averaging_update`, :func:`sample`,
-:func:`mlp_classification_potential`.
+:func:`mlp_classification_potential`, :func:`mlp_regression_potential`.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ __all__ = [
     "init",
     "leapfrog",
     "mlp_classification_potential",
+    "mlp_regression_potential",
     "sample",
     "value_and_grad",
 ]
@@ -440,6 +441,26 @@ def mlp_classification_potential(
             logits.reshape(-1, k), y.repeat(n_chains), reduction="none").view(n_chains, n)
         prior = sum(v.to(torch.float64).square().flatten(1).sum(1) for v in params.values())
         return ce.to(torch.float64).sum(1) + 0.5 * prior / prior_sd**2
+
+    return potential
+
+
+def mlp_regression_potential(
+    spec: MLPSpec, x: Tensor, y: Tensor, *, noise_sd: float, prior_sd: float = 1.0
+) -> Potential:
+    """``U(w) = sum_i ||y_i - f(x_i; w)||^2 / (2 sigma^2) + ||w||^2 / (2 prior_sd^2)`` (+ const).
+
+    The Gaussian-likelihood twin of :func:`mlp_classification_potential` with a fixed noise sd
+    ``sigma``; the constant ``n log(sigma sqrt(2 pi))`` is left out (it cancels in HMC).
+    ``y`` is ``(n, out)``. ``prior_sd = inf`` drops the prior (a likelihood alone).
+    """
+    forward = torch.func.vmap(mlp_forward, in_dims=(0, None, None))
+
+    def potential(params: Position) -> Tensor:
+        resid = (forward(params, x, spec) - y).to(torch.float64)
+        data = 0.5 * resid.square().flatten(1).sum(1) / noise_sd**2
+        prior = sum(v.to(torch.float64).square().flatten(1).sum(1) for v in params.values())
+        return data + 0.5 * prior / prior_sd**2
 
     return potential
 

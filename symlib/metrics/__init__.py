@@ -44,6 +44,7 @@ from symlib.metrics.predictive import (
     mutual_information,
     predictive_entropy,
     predictive_probs,
+    regression_total_variation,
     total_variation,
 )
 
@@ -77,6 +78,7 @@ __all__ = [
     "predictive",
     "predictive_entropy",
     "predictive_probs",
+    "regression_total_variation",
     "split_rhat",
     "summary",
     "tail_ess",

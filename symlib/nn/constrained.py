@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from symlib import transforms as tf
+from symlib.nn.mlp import MLPSpec
 
 __all__ = [
     "MODELS",
@@ -49,7 +50,9 @@ __all__ = [
     "forward",
     "log_density",
     "n_unconstrained",
+    "n_unit_vector_mlp",
     "stan_data",
+    "unit_vector_mlp",
     "unpack",
 ]
 
@@ -190,3 +193,58 @@ def _hidden(model: str, d: int, d_in: int) -> int:
 def _check(model: str) -> None:
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+
+
+# --------------------------------------------------------------------------- any one-hidden-layer MLP
+
+
+def n_unit_vector_mlp(spec: MLPSpec) -> int:
+    """Unconstrained coordinates of :func:`unit_vector_mlp` for a one-hidden-layer ``spec``."""
+    if len(spec.hidden_widths) != 1 or spec.widths[0] < 2:
+        raise ValueError(f"unit-vector rows need one hidden layer and >= 2 inputs; got widths {spec.widths}")
+    (h,) = spec.hidden_widths
+    return spec.n_params - h * spec.widths[0] + h * 2 + h * (spec.widths[0] - 2)
+
+
+def unit_vector_mlp(z: Tensor, spec: MLPSpec, *, prior_sd: float = 1.0) -> tuple[dict[str, Tensor], Tensor]:
+    """Parameters of a one-hidden-layer :class:`~symlib.nn.mlp.MLPSpec` network whose hidden units'
+    incoming weight vectors are unit vectors (Pourzanjani et al. 2017, Theorem 3.2, for any output
+    layer and likelihood), from unconstrained ``z (..., d)``, and their log prior density.
+
+    Layout of ``z``: the auxiliary points ``(H, 2)`` and angle reals ``(H, D - 2)`` of each row of
+    ``W1`` (:func:`symlib.transforms.unit_vector_from_unconstrained`), then ``b1``, ``W2``, ``b2``
+    flattened row-major. The prior is uniform on the sphere for each row of ``W1`` (angle
+    Jacobian included) and ``N(0, prior_sd^2)`` on the rest; the returned log density on ``z``
+    includes every change-of-variables term, so ``log p(data | params) + log_prior`` is the
+    posterior to fit on ``z``. For a ReLU network this removes the per-unit scaling symmetry: the
+    scale of a unit lives in its outgoing weights (and its bias).
+
+    Returns:
+        ``(params, log_prior)``: ``W1 (..., H, D)`` with unit rows, ``b1``, ``W2``, ``b2`` of
+        the spec's shapes with batch ``(...)``, and ``log_prior (...)``.
+    """
+    d = n_unit_vector_mlp(spec)
+    if z.shape[-1] != d:
+        raise ValueError(f"z has {z.shape[-1]} coordinates; the unit-vector MLP {spec.widths} needs {d}")
+    (h,) = spec.hidden_widths
+    n_in = spec.widths[0]
+    batch = z.shape[:-1]
+    shapes = spec.shapes()
+    i = 0
+
+    def take(shape):
+        nonlocal i
+        n = math.prod(shape)
+        out = z[..., i:i + n].reshape(*batch, *shape)
+        i += n
+        return out
+
+    p = take((h, 2))
+    u = take((h, n_in - 2))
+    w1, log_prior = tf.unit_vector_from_unconstrained(p, u, include_angle_jacobian=True)
+    params = {"W1": w1}
+    log_prior = log_prior.sum(-1)
+    for key in ("b1", "W2", "b2"):
+        params[key] = take(shapes[key])
+        log_prior = log_prior + _normal(params[key], prior_sd).flatten(len(batch)).sum(-1)
+    return params, log_prior

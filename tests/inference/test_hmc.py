@@ -10,7 +10,7 @@ import torch
 from symlib.book.runtime import torch_threads
 from symlib.chapters import get_profile
 from symlib.inference import hmc
-from symlib.nn.mlp import MLPSpec, init_mlp
+from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 
 COV = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64) * torch.tensor([[1.0], [2.0]]).sqrt() \
     * torch.tensor([[1.0, 2.0]]).sqrt()  # sds 1 and sqrt 2, correlation 0.9
@@ -196,3 +196,20 @@ def test_mlp_potential_value_and_gradient():
         for k, leaf in leaves.items():
             torch.testing.assert_close(grad[k][c], leaf.grad)
     assert math.isfinite(u.sum().item())
+
+
+def test_regression_potential_by_hand():
+    from scipy import stats
+
+    spec = MLPSpec((2, 3, 1))
+    g = torch.Generator().manual_seed(0)
+    chains = [init_mlp(spec, g, torch.float64) for _ in range(2)]
+    params = {k: torch.stack([c[k] for c in chains]) for k in chains[0]}
+    x, y = torch.randn(6, 2, generator=g, dtype=torch.float64), torch.randn(6, 1, generator=g, dtype=torch.float64)
+    u = hmc.mlp_regression_potential(spec, x, y, noise_sd=0.3, prior_sd=2.0)(params)
+    for c, p in enumerate(chains):
+        f = mlp_forward(p, x, spec)
+        w = torch.cat([v.reshape(-1) for v in p.values()]).numpy()
+        log_post = stats.norm.logpdf(y.numpy(), f.numpy(), 0.3).sum() + stats.norm.logpdf(w, 0, 2.0).sum()
+        const = 6 * math.log(0.3 * math.sqrt(2 * math.pi)) + len(w) * math.log(2.0 * math.sqrt(2 * math.pi))
+        assert u[c].item() == pytest.approx(-log_post - const, rel=1e-10)

@@ -150,3 +150,25 @@ def test_mutual_information_bounds_and_agreement():
     assert (mi <= math.log(7) + 1e-12).all()
     same = probs[:1].expand(5, -1, -1)  # every sample agrees -> no epistemic uncertainty
     torch.testing.assert_close(metrics.mutual_information(same), torch.zeros(40, dtype=torch.float64))
+
+
+def test_regression_total_variation_against_quadrature():
+    from scipy import integrate, stats
+
+    g = torch.Generator().manual_seed(0)
+    f = torch.randn(5, 3, generator=g)
+    f_ref = 0.5 * torch.randn(7, 3, generator=g) + 0.3
+    sd = 0.4
+
+    def tv(i):
+        def gap(y):
+            p = stats.norm.pdf(y, f[:, i].numpy(), sd).mean()
+            q = stats.norm.pdf(y, f_ref[:, i].numpy(), sd).mean()
+            return abs(p - q)
+        return 0.5 * integrate.quad(gap, -10, 10, limit=200)[0]
+
+    expected = sum(tv(i) for i in range(3)) / 3
+    assert metrics.regression_total_variation(f, f_ref, sd, n_grid=4096) == pytest.approx(expected, abs=1e-5)
+    assert metrics.regression_total_variation(f, f, sd) == 0.0
+    far = metrics.regression_total_variation(f, f + 100.0, sd)
+    assert far == pytest.approx(1.0, abs=1e-6)
