@@ -46,7 +46,7 @@ import torch
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["CacheCorruptionWarning", "cache_dir", "cached", "clear", "config_key", "device_key"]
+__all__ = ["CacheCorruptionWarning", "CacheMiss", "cache_dir", "cached", "cached_only", "clear", "config_key", "device_key"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,20 @@ _EXPERIMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _FORMAT = 2
 _MAGIC = b"symlib-cache\n"
 _FORMAT_1_START = b"PK\x03\x04"  # format 1 payloads were bare torch.save zip files
+
+
+CACHED_ONLY_VARIABLE = "SYMLIB_CACHED_ONLY"
+
+
+class CacheMiss(LookupError):
+    """A stage was not in the cache while :func:`cached_only` forbids computing it."""
+
+
+def cached_only() -> bool:
+    """Whether this process only re-renders a finished run: ``$SYMLIB_CACHED_ONLY=1`` (set by
+    ``python -m symlib.book.pipeline execute --cached-only``). Every stage must then be a cache
+    hit, which lets a machine without a GPU render a GPU run's pages from its cache."""
+    return os.environ.get(CACHED_ONLY_VARIABLE, "") not in ("", "0")
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -99,6 +113,11 @@ def cached(
         found, value = _load(path)
         if found:
             return value
+    if cached_only():
+        raise CacheMiss(
+            f"{experiment}: no cache entry {path.name} and {CACHED_ONLY_VARIABLE}=1 forbids computing it "
+            "(re-render only what a finished run cached: same profile, seed, device and cache version)"
+        )
     _check_writable(folder)  # fail now, not after an hour of computing a result we cannot keep
     value = compute()
     buffer = io.BytesIO()  # serialise before touching the disk: unpicklable results write nothing

@@ -282,12 +282,19 @@ def main(argv=None) -> None:
     ex.add_argument("--profile", default="quick", choices=PROFILES)
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--device", default="auto")
+    ex.add_argument("--cached-only", action="store_true",
+                    help="re-render from the cache: every stage must be cached (a GPU run's pages "
+                         "on a machine without one); a miss fails the chapter")
     sub.add_parser("build", help="build the book into _build/html")
     sub.add_parser("chapters", help="list chapter names")
     args = parser.parse_args(argv)
     if args.command == "chapters":
         print("\n".join(chapters()))
     elif args.command == "execute":
+        if args.cached_only:
+            from symlib.book.cache import CACHED_ONLY_VARIABLE
+
+            os.environ[CACHED_ONLY_VARIABLE] = "1"  # the kernels inherit it
         names = args.chapters or chapters()
         for name in names:
             _source(name)  # fail on a typo before running anything

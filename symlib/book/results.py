@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from symlib.book.cache import cached_only
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import provenance
 
@@ -273,6 +274,8 @@ class ChapterResults:
             "seed": self.seed,
             "device": self.device,
             "wall_time_s": round(time.perf_counter() - self.started, 2),
+            # True: re-rendered from a finished run's cache (wall_time_s is then the rendering's)
+            "rendered_from_cache": cached_only(),
             "provenance": provenance(self.chapter, self.config),
             "versions": _versions(),
             "tables": self.tables,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symlib.book.cache import cached_only
 from symlib.book.profiles import select_profile
 from symlib.book.results import ChapterResults, check_writable
 
@@ -46,6 +47,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda"):
+        if cached_only():  # re-rendering a GPU run from its cache: the device is a cache key only
+            return torch.device(name)
         if not torch.cuda.is_available():
             raise ValueError(
                 f"device {device!r} was requested but torch {torch.__version__} sees no CUDA GPU here; "

@@ -349,3 +349,15 @@ def test_concurrent_writers_of_the_same_keys(tmp_path, refreshing):
         for k in keys:
             value = cached("exp", "1", {"k": k}, lambda: pytest.fail("miss"), directory=tmp_path)
             assert torch.equal(value["w"], _value(k)["w"])
+
+
+def test_cached_only_serves_hits_and_refuses_to_compute(tmp_path, monkeypatch):
+    from symlib.book.cache import CacheMiss
+
+    calls = []
+    assert cached("exp", "1", {"a": 1}, lambda: calls.append(1) or 41, directory=tmp_path) == 41
+    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")
+    assert cached("exp", "1", {"a": 1}, lambda: calls.append(1) or 0, directory=tmp_path) == 41
+    with pytest.raises(CacheMiss, match="SYMLIB_CACHED_ONLY"):
+        cached("exp", "1", {"a": 2}, lambda: calls.append(1) or 0, directory=tmp_path)
+    assert calls == [1]  # computed once, before the mode was on

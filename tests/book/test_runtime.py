@@ -79,3 +79,11 @@ def test_start_fails_at_once_when_results_cannot_be_written(tmp_path, monkeypatc
     with pytest.raises(OSError, match="set SYMLIB_RESULTS to a writable directory"):
         runtime.start("00_symmetries", PROFILES, profile="smoke", seed=0, device="cpu")
     assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_gpu_run_can_be_rerendered_from_its_cache_without_a_gpu(monkeypatch):
+    with pytest.raises(ValueError, match="sees no CUDA GPU"):
+        runtime.resolve_device("cuda")
+    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")
+    assert runtime.resolve_device("cuda") == torch.device("cuda")  # a cache key and a label, nothing runs
