@@ -42,14 +42,24 @@ def chapter_package_dir(config) -> Path | None:
     return None
 
 
+RENDERING_ONLY = frozenset(
+    f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths")
+)
+"""Modules that lay out pages or move files and change no number or verdict of a run: a change to
+them does not make a published run stale."""
+
+
 def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None) -> str:
-    """A short hash of the library outside ``chapters/``, one chapter's package and its notebook."""
+    """A short hash of the code behind a chapter's numbers and verdicts: the library outside
+    ``chapters/`` (less :data:`RENDERING_ONLY`), one chapter's package and its notebook."""
     chapters = SYMLIB / "chapters"
+    chapter_dir = Path(chapter_dir).resolve() if chapter_dir is not None else None
     files = [
         p
         for p in SYMLIB.rglob("*")
         if p.is_file()
         and p.suffix in (".py", ".stan")
+        and p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY
         and (
             not p.is_relative_to(chapters)
             or p.parent == chapters

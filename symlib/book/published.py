@@ -73,7 +73,9 @@ def _extract_figures(notebook: Path, folder: Path) -> list[str]:
     names = []
     for cell in json.loads(notebook.read_text()).get("cells", []):
         for output in cell.get("outputs", []):
-            data = output.get("data", {}).get("image/png")
+            bundle = output.get("data", {})
+            # glued figures (myst_nb.glue, display=False) are stored under papermill's record type
+            data = bundle.get("image/png") or bundle.get("application/papermill.record/image/png")
             if not data:
                 continue
             raw = base64.b64decode(data if isinstance(data, str) else "".join(data))

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 
 from symlib.book import provenance as pv
 from symlib.book.results import ChapterResults
@@ -22,6 +23,8 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     fake = tmp_path / "symlib"
     for rel in [
         "nn/mlp.py",
+        "book/data.py",
+        "book/tables.py",
         "chapters/__init__.py",
         "chapters/a/experiment.py",
         "chapters/b/experiment.py",
@@ -38,6 +41,14 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     assert after_own != before
     (fake / "nn/mlp.py").write_text("# changed\n")
     assert pv.code_hash(a) != after_own, "shared library code counts"
+    after_lib = pv.code_hash(a)
+    (fake / "book/data.py").write_text("# changed\n")
+    assert pv.code_hash(a) != after_lib, "the data loaders count"
+    after_data = pv.code_hash(a)
+    (fake / "book/tables.py").write_text("# changed\n")
+    assert pv.code_hash(a) == after_data, "page layout changes no number"
+    monkeypatch.chdir(tmp_path)
+    assert pv.code_hash(pathlib.Path("symlib/chapters/a")) == pv.code_hash(a), "relative or absolute: one hash"
     notebook = tmp_path / "a.md"
     notebook.write_text("x")
     assert pv.code_hash(a, notebook) != pv.code_hash(a)

@@ -41,6 +41,8 @@ def _run(tmp_path, profile_name="full", config=None):
         "cells": [
             {"outputs": [{"data": {"image/png": base64.b64encode(PNG).decode()}}]},
             {"outputs": [{"text": "no figure"}]},
+            # a glued figure (myst_nb.glue(..., display=False)) as papermill stores it
+            {"outputs": [{"data": {"application/papermill.record/image/png": base64.b64encode(PNG).decode()}}]},
         ]
     }
     (tmp_path / "executed").mkdir()
@@ -58,8 +60,9 @@ def test_publish_copies_the_record_and_its_figures(tmp_path):
     )
     record = pub.load("01_ortho_skip", tmp_path / "published")
     assert out.name == "01_ortho_skip.json" and record["profile"] == "full"
-    assert record["figures"] == ["figure-1.png"]
-    assert (tmp_path / "published" / "01_ortho_skip" / "figure-1.png").read_bytes() == PNG
+    assert record["figures"] == ["figure-1.png", "figure-2.png"]
+    for name in record["figures"]:
+        assert (tmp_path / "published" / "01_ortho_skip" / name).read_bytes() == PNG
     assert record["provenance"]["profile_hash"] == profile_hash(config)
     assert pub.staleness(record, config) == []
     assert "1 hold, 0 do not, 1 not judged" in pub.tier_summary(record)
