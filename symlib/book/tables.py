@@ -321,6 +321,13 @@ def section_ids(chapter: str, root: Path | None = None) -> dict[str, str]:
     return {h.strip(): make_id(h.strip()) for h in heads}
 
 
+def _unmet(claim: dict) -> str:
+    """The full run's unmet preconditions with their measured values (its own, not quick's)."""
+    unmet = [p for p in claim.get("preconditions") or [] if not p["met"]]
+    return "".join(f'<br><small class="symlib-unmet">✗ {html.escape(p["name"])}: '
+                   f'{html.escape(str(p["measured"]))}</small>' for p in unmet)
+
+
 def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
                   stale: list[str] | None = None, sections: dict[str, str] | None = None,
                   link_prefix: str = "") -> str:
@@ -342,7 +349,7 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
         cells = [text, status_badge(_claim_verdict(c), kind)]
         if full_record:
             f = full_claims.get(c["id"])
-            cells.append(status_badge(_claim_verdict(f), kind) if f else status_badge("—"))
+            cells.append(status_badge(_claim_verdict(f), kind) + _unmet(f) if f else status_badge("—"))
         cells += [html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
                   html.escape(_preconditions_text(c))]
         tds = "".join(f'<td class="symlib-paper">{x}</td>' if col == "paper" else

@@ -117,3 +117,15 @@ def test_show_ledger_links_sections_and_refuses_unknown_heading(run, publish_fak
     meta = tables.show_ledger(run, sections={"plain-underfits": "Figure 1"})
     section = meta["notes"]["claim_sections"]["plain-underfits"]
     assert re.fullmatch(r"figure-1-[a-z0-9-]+", section)
+
+
+def test_ledger_names_the_full_runs_own_unmet_preconditions(run, publish_fake):
+    unmet = {"name": "accuracy", "criterion": "median accuracy >= 0.858", "measured": "0.627", "met": False}
+    met = {"name": "splits", "criterion": "enough splits", "measured": "8", "met": True}
+    claims = [{"id": "c", "text": "t", "paper": "p", "ours": "o", "holds": None, "criterion": "",
+               "preconditions": [unmet, met], "kind": "claim", "verdict": "not judged"}]
+    publish_fake(_frame(), claims=claims)
+    run.results.add_claim("c", "a claim", "yes", "it does", True, criterion="x")
+    out = tables.render_ledger(run.results.to_dict(), label="Table 1.3", anchor="table-1-3",
+                               full_record=published.load(CHAPTER), stale=[])
+    assert "✗ accuracy: 0.627" in out and "splits: 8" not in out
