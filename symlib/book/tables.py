@@ -421,6 +421,25 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     return meta
 
 
+def full_run_unmet(chapter: str) -> str:
+    """Markdown: which preconditions the published `full` run of ``chapter`` did not meet, with
+    the values it measured and the claims they withhold ("" when none or no run is published)."""
+    record = published.load(chapter)
+    if record is None:
+        return ""
+    unmet: dict[tuple[str, str], list[str]] = {}
+    for claim in record.get("claims", []):
+        for pre in claim.get("preconditions") or []:
+            if not pre["met"]:
+                unmet.setdefault((pre["criterion"], str(pre["measured"])), []).append(claim["id"])
+    if not unmet:
+        return f"*Every precondition of the published `{published.TIER}` run was met.*"
+    lines = [f"- {criterion}: measured **{measured}**, so not judged: {', '.join(f'`{c}`' for c in ids)}"
+             for (criterion, measured), ids in unmet.items()]
+    return (f"In the published `{published.TIER}` run ({record.get('device')}), these preconditions "
+            "were not met:\n\n" + "\n".join(lines))
+
+
 # --------------------------------------------------------------------------- the ledger page
 
 

@@ -129,3 +129,15 @@ def test_ledger_names_the_full_runs_own_unmet_preconditions(run, publish_fake):
     out = tables.render_ledger(run.results.to_dict(), label="Table 1.3", anchor="table-1-3",
                                full_record=published.load(CHAPTER), stale=[])
     assert "✗ accuracy: 0.627" in out and "splits: 8" not in out
+
+
+def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
+    assert tables.full_run_unmet(CHAPTER) == ""  # nothing published
+    pre = {"name": "rhat", "criterion": "split R-hat <= 1.01", "measured": "2.41", "met": False}
+    claims = [{"id": i, "text": "t", "paper": "p", "ours": "o", "holds": None, "criterion": "",
+               "preconditions": [pre], "kind": "claim", "verdict": "not judged"} for i in ("a", "b")]
+    publish_fake(_frame(), claims=claims)
+    out = tables.full_run_unmet(CHAPTER)
+    assert "split R-hat <= 1.01: measured **2.41**, so not judged: `a`, `b`" in out
+    publish_fake(_frame(), claims=[])
+    assert "Every precondition" in tables.full_run_unmet(CHAPTER)
