@@ -49,6 +49,9 @@ def test_every_benchmark_has_every_method_and_the_gold_floor(results):
             assert table["RMSE"].gt(0).all()
         shown = ch6.format_table(table)
         assert "±" in shown.iloc[0]["TV to gold"] and "±" not in shown.iloc[-1]["TV to gold"]
+        # a missing mean is None, which show_table renders as its "—"
+        means = [c for c in shown.columns if c != "method"]
+        assert shown[means].isna().sum().sum() == table[means].isna().sum().sum()
     diag = ch6.diagnostics_frame(results)
     assert set(diag["quantity"]) == {"predictions", "canonical weights", "raw weights"}
 

@@ -458,7 +458,8 @@ def _summarise(frame: pd.DataFrame, floor: dict) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``mean ± se`` strings for display (the floor row has no standard error)."""
+    """``mean ± se`` strings for :func:`symlib.book.tables.show_table` (the floor row has no
+    standard error); a missing value is ``None``, which the table shows as "—"."""
     shown = pd.DataFrame({"method": table["method"]})
     for c in table.columns:
         if c == "method" or c.endswith(" se"):
@@ -467,7 +468,7 @@ def format_table(table: pd.DataFrame) -> pd.DataFrame:
         cells = []
         for v, e in zip(table[c], table.get(f"{c} se", pd.Series([np.nan] * len(table)))):
             if v is None or (isinstance(v, float) and math.isnan(v)):
-                cells.append("–")
+                cells.append(None)
             elif e is None or (isinstance(e, float) and math.isnan(e)):
                 cells.append(f"{v:.{digits}f}" if abs(v) >= 1e-3 or v == 0 else f"{v:.1e}")
             else:
