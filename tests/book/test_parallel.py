@@ -23,7 +23,7 @@ from symlib.chapters.constrained_models import experiment as ch4
 from symlib.chapters.ortho_skip import experiment as ch1
 from symlib.chapters.posterior_mmd import experiment as ch2b
 from symlib.chapters.sgm_vi import experiment as ch3
-from symlib.nn.convnets import init_optunet
+from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched
 from symlib.nn.training import train_batched
 
 TIMING = {
@@ -177,7 +177,8 @@ def test_chapter2b_without_chunks_trains_one_batch_from_the_seed(few_digits):
     gen = torch.Generator().manual_seed(3)
     n = p.reference_models + p.ensemble_models
     with torch_threads(p.threads):
-        direct = train_batched(ch2b._loss, init_optunet(gen, n), x, y, ch2b.sgd_config(p), gen)
+        direct = train_batched(ch2b._loss, init_optunet(gen, n), x, y, ch2b.sgd_config(p), gen,
+                               batched_loss_fn=optunet_cross_entropy_batched)
     for k, v in direct.items():
         assert torch.equal(torch.cat([nets["reference"][k], nets["ensemble"][k]]), v), k
 
