@@ -118,7 +118,8 @@ def test_chapter3_mnist_cells_two_at_a_time_equal_the_serial_run():
 
 
 def test_chapter4_stan_fits_in_worker_processes_equal_the_serial_run(tmp_path):
-    """Splits x models and the synthetic fits run in two loky workers of a separate Python,
+    """Splits x fits (the authors' angle prior among them), the synthetic fits and the robustness
+    stage's fits run in two loky workers of a separate Python,
     which must also exit: httpstan's chain processes inside a worker once kept it from exiting,
     and a worker's clean-up once deleted the other worker's Stan fit before it was read."""
     p = get_profile(ch4.CHAPTER, "smoke")
@@ -129,7 +130,8 @@ def test_chapter4_stan_fits_in_worker_processes_equal_the_serial_run(tmp_path):
         from symlib.chapters.constrained_models import experiment as ch4
         p = get_profile(ch4.CHAPTER, "smoke")
         torch.set_num_threads(1)
-        res = {{"synth": ch4.synthetic_experiment(p, 0), "boston": ch4.boston_experiment(p, 0)}}
+        res = {{"synth": ch4.synthetic_experiment(p, 0), "boston": ch4.boston_experiment(p, 0),
+                "robust": ch4.robustness_experiment(p, 0)}}
         torch.save(res, {str(out)!r})
     """)
     env = {**os.environ, parallel.ENV_VAR: "2"}
@@ -149,8 +151,10 @@ def test_chapter4_stan_fits_in_worker_processes_equal_the_serial_run(tmp_path):
         serial = {
             "synth": ch4.synthetic_experiment(p, 0, jobs=1),
             "boston": ch4.boston_experiment(p, 0, jobs=1),
+            "robust": ch4.robustness_experiment(p, 0, jobs=1),
         }
     assert len(serial["boston"]["splits"]) == p.boston_splits
+    assert ch4.AUTHORS_ANGLES in serial["boston"]["splits"][0] and serial["robust"]["synth"]
     assert_identical(fanned, serial)
 
 
