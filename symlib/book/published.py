@@ -21,7 +21,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
-from symlib.book.results import results_dir
+from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "load", "publish", "published_dir", "staleness", "tier_summary", "verdicts_by_tier"]
 
@@ -116,7 +116,7 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
 
 
 def _verdict(claim: dict) -> str:
-    return claim.get("verdict") or {True: "holds", False: "does not hold", None: "not judged"}[claim["holds"]]
+    return claim.get("verdict") or outcome(claim["holds"])
 
 
 def verdicts_by_tier(quick: dict | None, full: dict | None):

@@ -34,6 +34,7 @@ __all__ = [
     "errata_frame",
     "ledger_frame",
     "load_all",
+    "outcome",
     "precondition",
     "results_dir",
     "robustness_summary",
@@ -122,6 +123,11 @@ def precondition(name: str, criterion: str, measured, met) -> Precondition:
     return Precondition(name=name, criterion=criterion, measured=str(measured), met=bool(met))
 
 
+def outcome(holds: bool | None) -> str:
+    """A criterion's outcome in words: ``holds`` / ``does not hold`` / ``not judged`` (no reasons)."""
+    return {True: "holds", False: "does not hold", None: "not judged"}[holds]
+
+
 @dataclass(frozen=True)
 class Claim:
     """One row of the claims ledger.
@@ -163,7 +169,7 @@ class Claim:
         if self.failed_preconditions:
             failed = "; ".join(f"{p.criterion} (measured {p.measured})" for p in self.failed_preconditions)
             return f"not judged: {failed}"
-        return {True: "holds", False: "does not hold", None: "not judged"}[self.holds]
+        return outcome(self.holds)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -315,7 +321,7 @@ def load_all(directory: str | Path | None = None) -> list[dict]:
 
 def _claim_verdict(c: dict) -> str:
     """A stored claim's verdict (results files older than the preconditions lack the field)."""
-    return c.get("verdict") or {True: "holds", False: "does not hold", None: "not judged"}[c["holds"]]
+    return c.get("verdict") or outcome(c["holds"])
 
 
 def _preconditions_text(c: dict) -> str:

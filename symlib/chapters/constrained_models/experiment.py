@@ -44,7 +44,7 @@ from symlib.book.data import load_boston, standardise
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import chains_mixed, min_p_value, test_can_reach
 from symlib.book.profiles import select_profile
-from symlib.book.results import Claim, Kind, Precondition, depends_on, precondition
+from symlib.book.results import Claim, Kind, Precondition, depends_on, outcome, precondition
 from symlib.book.runtime import torch_threads
 from symlib.chapters.constrained_models.paper import reported
 from symlib.chapters.constrained_models.profiles import PROFILES, ConstrainedModelsProfile
@@ -925,7 +925,7 @@ def robustness(results: dict, *, judge: bool = True) -> dict[str, pd.DataFrame]:
         for c in entries:
             if c.kind is Kind.CLAIM:
                 rows.setdefault(c.id, []).append({
-                    "choice": choice, "setting": setting, "verdict": _verdict(c),
+                    "choice": choice, "setting": setting, "verdict": outcome(c.holds),
                     "failed preconditions": ", ".join(p.name for p in c.failed_preconditions) or "–",
                     "ours": c.ours})
 
@@ -948,10 +948,6 @@ def robustness(results: dict, *, judge: bool = True) -> dict[str, pd.DataFrame]:
         for w, alt in boston_alternatives:
             add("weight prior scale (Boston)", f"{w:g}", boston_claims(alt, judge=judge))
     return {cid: pd.DataFrame(r) for cid, r in rows.items()}
-
-
-def _verdict(claim: Claim) -> str:
-    return {True: "holds", False: "does not hold", None: "not judged"}[claim.holds]
 
 
 # --------------------------------------------------------------------------- helpers

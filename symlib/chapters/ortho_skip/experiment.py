@@ -57,7 +57,7 @@ from symlib.book.data import sinc_function, sinc_regression
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import plateaued
 from symlib.book.profiles import select_profile
-from symlib.book.results import Kind, depends_on, precondition
+from symlib.book.results import Kind, depends_on, outcome, precondition
 from symlib.book.runtime import torch_threads
 from symlib.chapters.ortho_skip import gap as gap_lib
 from symlib.chapters.ortho_skip.profiles import PROFILES, OrthoSkipProfile
@@ -501,13 +501,12 @@ def robustness_tables(results: dict, sweep: list[dict]) -> dict:
             claim = Claim(**c)
             failed = "; ".join(f"{p.criterion} ({p.measured})" for p in claim.failed_preconditions)
             rows.setdefault(c["id"], []).append({
-                "choice": choice, "setting": setting, "verdict": _VERDICT[claim.holds],
+                "choice": choice, "setting": setting, "verdict": outcome(claim.holds),
                 "failed preconditions": failed, "ours": c["ours"]})
     columns = ["choice", "setting", "verdict", "failed preconditions", "ours"]
     return {cid: pd.DataFrame(r, columns=columns) for cid, r in rows.items()}
 
 
-_VERDICT = {True: "holds", False: "does not hold", None: "not judged"}
 
 
 def plot_fits(results: dict):

@@ -40,7 +40,7 @@ from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, load_fashion_mnist, load_mnist, ood_patches
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached
-from symlib.book.results import Claim, Kind, Precondition, precondition, robustness_summary
+from symlib.book.results import Claim, Kind, Precondition, outcome, precondition, robustness_summary
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd.paper import reported
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
@@ -665,11 +665,10 @@ def robustness(results: dict, config: PosteriorMMDProfile, detection: list[dict]
                     claim = Claim(**c)
                     out.setdefault(c["id"], []).append({
                         "choice": choice, "value": value, "this run": value == own,
-                        "outcome": _OUTCOME[claim.holds], "verdict": claim.verdict, "ours": c["ours"]})
+                        "outcome": outcome(claim.holds), "verdict": claim.verdict, "ours": c["ours"]})
     return out
 
 
-_OUTCOME = {True: "holds", False: "does not hold", None: "not judged"}
 
 
 

@@ -32,7 +32,7 @@ from symlib import metrics
 from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.preconditions import accuracy_reached, chains_mixed, plateaued
-from symlib.book.results import Claim, Precondition, precondition
+from symlib.book.results import Claim, Precondition, outcome, precondition
 from symlib.chapters.rebasin_hmc.paper import PAPER_SETTINGS, reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
 from symlib.inference import compact, ensemble, hmc
@@ -881,7 +881,7 @@ def robustness(results: dict, *, judge: bool = True) -> dict[str, pd.DataFrame]:
         for c in bayes_claims(br, judge=judge):
             rows.setdefault(c.id, []).append({
                 "choice": "this run" if setting == "this run" else "HMC settings", "setting": setting,
-                "verdict": {True: "holds", False: "does not hold", None: "not judged"}[c.holds],
+                "verdict": outcome(c.holds),
                 "failed preconditions": ", ".join(p.name for p in c.failed_preconditions) or "–",
                 "ours": c.ours})
     return {cid: pd.DataFrame(r) for cid, r in rows.items()}

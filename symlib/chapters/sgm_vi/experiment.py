@@ -58,7 +58,7 @@ from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached, plateaued
 from symlib.book.profiles import select_profile
-from symlib.book.results import Claim, Kind, Precondition, precondition, robustness_summary
+from symlib.book.results import Claim, Kind, Precondition, outcome, precondition, robustness_summary
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi import mode_interpolation as mi
 from symlib.chapters.sgm_vi import mode_proximity as mp
@@ -946,11 +946,10 @@ def robustness(profile: SGMProfile, seed: int, results: dict, *, device: torch.d
                 claim = Claim(**c)
                 rows.setdefault(c["id"], []).append({
                     "choice": field, "value": value, "this run": value == own,
-                    "outcome": _OUTCOME[claim.holds], "verdict": claim.verdict, "ours": c["ours"]})
+                    "outcome": outcome(claim.holds), "verdict": claim.verdict, "ours": c["ours"]})
     return rows
 
 
-_OUTCOME = {True: "holds", False: "does not hold", None: "not judged"}
 
 
 

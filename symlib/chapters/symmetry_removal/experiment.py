@@ -30,7 +30,7 @@ from symlib import symmetry as sym
 from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, gaussian_blobs, load_mnist
 from symlib.book.preconditions import ACCURACY_SHARE, accuracy_reached
-from symlib.book.results import depends_on, precondition
+from symlib.book.results import depends_on, outcome, precondition
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
 from symlib.nn.convnets import (
@@ -641,7 +641,7 @@ def robustness_tables(results: dict, sweep: list[dict], config: SymmetryRemovalP
         for c in claims(res, cfg):
             if c["id"] in ids:
                 claim = Claim(**c)
-                out[c["id"]] = {"choice": choice, "setting": setting, "verdict": _VERDICT[claim.holds],
+                out[c["id"]] = {"choice": choice, "setting": setting, "verdict": outcome(claim.holds),
                                 "failed preconditions": "; ".join(f"{p.criterion} ({p.measured})"
                                                                   for p in claim.failed_preconditions),
                                 "ours": c["ours"]}
@@ -658,7 +658,6 @@ def robustness_tables(results: dict, sweep: list[dict], config: SymmetryRemovalP
     return {cid: pd.DataFrame(r, columns=columns) for cid, r in table.items()}
 
 
-_VERDICT = {True: "holds", False: "does not hold", None: "not judged"}
 
 
 def _compute(config: SymmetryRemovalProfile, seed: int, device: torch.device | str = "cpu") -> dict:
