@@ -39,8 +39,8 @@ def test_smoke_run_has_every_table_column_and_is_cached(results, sandbox, monkey
     assert ours.loc["agreement with HMC", "HMC sample"] == 1.0 and ours.loc["TV to HMC", "HMC sample"] == 0.0
     assert ((ours.loc["agreement with HMC"] >= 0) & (ours.loc["agreement with HMC"] <= 1)).all()
     # a second run is served from the cache: computing again would fail
-    monkeypatch.setattr(ch5, "not_experiment", lambda *a, **k: pytest.fail("not cached"))
-    monkeypatch.setattr(ch5, "bayes_experiment", lambda *a, **k: pytest.fail("not cached"))
+    for stage in ("not_experiment", "bayes_experiment", "baselines"):  # the names run() looks up
+        monkeypatch.setattr(ex, stage, lambda *a, **k: pytest.fail("not cached"))
     again = ch5.run(CONFIG, seed=0, progress=False)
     assert ch5.table1(again["bayes"]).equals(t1)
     assert list((sandbox[0] / "cache").iterdir())
@@ -84,6 +84,32 @@ def test_robustness_stage_reruns_the_bayesian_comparison(results):
     assert len(robust) == 6 and all(list(f["setting"]) == ["this run", "fixed step"] for f in robust.values())
     with pytest.raises(ValueError, match="unknown HMC variants"):
         ch5.run(ex.replace(CONFIG, robust_hmc=("nope",)), seed=0, progress=False)
+
+
+def test_hmc_variants_share_the_baselines_without_changing_them(results):
+    # a variant changes HMC settings only, so the ensemble and VI it would fit are the ones the
+    # main comparison fitted: sharing them must give what fitting them again gives
+    assert all(f.startswith("hmc_") for v in ex.HMC_VARIANTS.values() for f in v)
+    variant = ex.replace(CONFIG, **ex.HMC_VARIANTS["fixed step"])
+    shared = ex.baselines(CONFIG, 0, progress=False)
+    alone = ex.bayes_experiment(variant, 0, progress=False)
+    with_shared = ex.bayes_experiment(variant, 0, progress=False, shared=shared)
+    for method in ("Ens. sample", "Ens. q_r", "VI q", "HMC q_r"):
+        assert with_shared["table"][method] == alone["table"][method]
+    assert np.array_equal(with_shared["ensemble"]["member_accuracy"], alone["ensemble"]["member_accuracy"])
+    assert np.array_equal(with_shared["vi"]["loss"], alone["vi"]["loss"])
+    fixed = results["robust"]["fixed step"]
+    assert np.array_equal(fixed["ensemble"]["member_accuracy"], results["bayes"]["ensemble"]["member_accuracy"])
+
+
+def test_a_run_fits_the_baselines_once_and_only_on_a_miss(results, monkeypatch):
+    calls = []
+    fit = ex.baselines
+    monkeypatch.setattr(ex, "baselines", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    ch5.run(CONFIG, seed=0, progress=False)                  # every stage cached: nothing fitted
+    assert calls == []
+    ch5.run(ex.replace(CONFIG, hmc_burnin=3), seed=0, progress=False)  # main and variant miss
+    assert calls == [1]
 
 
 def test_errata_go_to_the_ledger():
