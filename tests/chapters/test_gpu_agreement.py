@@ -102,7 +102,8 @@ def test_chapter_1_runs_on_the_gpu():
 def test_chapter_3_runs_on_the_gpu():
     cpu = ch3.run("smoke", seed=0, device="cpu")
     gpu = ch3.run("smoke", seed=0, device="cuda")
-    _same_structure(cpu["mnist"], gpu["mnist"], "mnist")
+    for part in ("interp", "toy", "mnist"):
+        _same_structure(cpu[part], gpu[part], part)
 
 
 def test_chapter_5_runs_on_the_gpu():

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symlib.book.cache import cached
+from symlib.book.cache import cached, device_key
 from symlib.book.data import data_fingerprint, load_mnist
 from symlib.book.parallel import fan_out
 from symlib.book.preconditions import accuracy_reached, plateaued
@@ -126,7 +126,9 @@ def run(config: SGMProfile | str, *, seed: int, device: torch.device | str = "cp
     Args:
         config: the profile, or its name.
         seed: the run's seed (every random stream is derived from it).
-        device: where MNIST trains (the other experiments are tiny and run on the CPU).
+        device: where the interpolation fits, the toy BNNs and MNIST train (the proximity
+            experiment and the timing stay on the CPU: one is a handful of assignment problems,
+            the other times the CPU on purpose).
         progress: show plain tqdm bars.
         refresh: recompute even if cached.
     """
@@ -151,16 +153,20 @@ def _part(profile: SGMProfile, part: str, seed: int, device: torch.device, progr
                                           **data_fingerprint(profile.mnist_source)},
             lambda: mnist_experiment(profile, seed, device=device, progress=progress),
             refresh=refresh)
-    fn = {"interp": interpolation_experiment, "prox": proximity_experiment, "toy": toy_experiment}[part]
-    return cached(f"{CHAPTER}-{part}", VERSION, _key(profile, part, seed),
-                  lambda: fn(profile, seed), refresh=refresh)
+    if part == "prox":
+        return cached(f"{CHAPTER}-prox", VERSION, _key(profile, part, seed),
+                      lambda: proximity_experiment(profile, seed), refresh=refresh)
+    fn = {"interp": interpolation_experiment, "toy": toy_experiment}[part]
+    return cached(f"{CHAPTER}-{part}", VERSION, {**_key(profile, part, seed), **device_key(device)},
+                  lambda: fn(profile, seed, device=device), refresh=refresh)
 
 
 # --------------------------------------------------------------------------- 1. Figure 3
 
 
-def interpolation_experiment(profile: SGMProfile, seed: int) -> dict:
-    """Reverse-KL fits on the grid ``a / s in (0, 10]`` for every ``s`` and ``D`` (one batch per D)."""
+def interpolation_experiment(profile: SGMProfile, seed: int, *, device: torch.device | str = "cpu") -> dict:
+    """Reverse-KL fits on the grid ``a / s in (0, 10]`` for every ``s`` and ``D`` (one batch per D),
+    on ``device`` (draws from a generator there)."""
     grid = np.linspace(0.0, 10.0, profile.interp_n_a + 1)[1:]
     sds = np.asarray(profile.interp_sds, dtype=float)
     out = {"a_over_sd": grid, "sds": sds, "dims": list(profile.interp_dims), "band": profile.interp_band}
@@ -169,7 +175,7 @@ def interpolation_experiment(profile: SGMProfile, seed: int) -> dict:
         s = torch.tensor(sds[:, None], dtype=torch.float32)
         fit = mi.fit_reverse_kl(a, s, dim=dim, n_samples=profile.interp_samples,
                                 n_steps=profile.interp_steps, lr=profile.interp_lr,
-                                generator=_generator(seed, "interp", dim))
+                                generator=_generator(seed, "interp", dim, device=device))
         u = mi.direction(dim)
         along = fit.mean @ u                                        # signed position along u
         sd_along = torch.sqrt((fit.sd.square() * u.square()).sum(-1))  # sd of q projected on u
@@ -250,9 +256,13 @@ def _gauss_loglik(y, f, sd):
     return (-0.5 * ((y - f) / sd).square() - math.log(sd) - 0.5 * math.log(2 * math.pi)).sum((-1, -2))
 
 
-def toy_experiment(profile: SGMProfile, seed: int) -> dict:
-    """MFVI and SGM on ``y = a|x| + noise`` for every ``a`` and seed (one batch of models each)."""
+def toy_experiment(profile: SGMProfile, seed: int, *, device: torch.device | str = "cpu") -> dict:
+    """MFVI and SGM on ``y = a|x| + noise`` for every ``a`` and seed (one batch of models each).
+
+    Data, initial means, permutations and shuffles are drawn on the CPU (as MNIST's are) and
+    moved to ``device``; the weight noise is drawn there."""
     p = profile
+    device = torch.device(device)
     a = torch.tensor(p.toy_a, dtype=torch.float32)[:, None, None, None]        # (A, 1, 1, 1)
     shape = (len(p.toy_a), p.toy_seeds)
     gen = _generator(seed, "toy_data")
@@ -263,8 +273,9 @@ def toy_experiment(profile: SGMProfile, seed: int) -> dict:
         ys[split] = a * x.abs() + p.toy_noise_sd * torch.randn(x.shape, generator=gen)
     pspec = toy_pspec()
     means = {"W1": p.toy_init_mean_sd * torch.randn(shape + (2, 1), generator=_generator(seed, "toy_init"))}
-    q0 = sgm.mean_field(means, p.toy_init_sd)
-    xtr, ytr = xs["train"], ys["train"]
+    q0 = sgm.mean_field({k: v.to(device) for k, v in means.items()}, p.toy_init_sd)
+    on_device = {split: (xs[split].to(device), ys[split].to(device)) for split in xs}
+    xtr, ytr = on_device["train"]
 
     def batch_loglik(w, idx):
         ix = idx.unsqueeze(-1)
@@ -277,31 +288,33 @@ def toy_experiment(profile: SGMProfile, seed: int) -> dict:
     for name, k in (("MFVI", 1), (f"SGM K={p.toy_k}", p.toy_k)):
         res = sgm.fit(q0, pspec, batch_loglik, n_data=p.toy_n, batch_size=p.toy_batch_size,
                       epochs=p.toy_epochs, lr=p.toy_lr, k=k, n_samples=p.toy_train_samples,
-                      prior_sd=p.toy_prior_sd, generator=_generator(seed, "toy_noise"),
+                      prior_sd=p.toy_prior_sd, generator=_generator(seed, "toy_noise", device=device),
                       perm_generator=_generator(seed, "toy_perm"),
                       order_generator=_generator(seed, "toy_order"), desc=name)
-        out[name] = _toy_evaluate(res.q, pspec, xs, ys, p, _generator(seed, "toy_eval"))
+        out[name] = _toy_evaluate(res.q, pspec, on_device, p, _generator(seed, "toy_eval", device=device))
         out[name]["objective_curve"] = res.history["objective"]                  # (A, R, epochs)
     out["grid"] = _toy_posterior_grid(xs["train"][:, 0], ys["train"][:, 0], p)
     return out
 
 
 @torch.no_grad()
-def _toy_evaluate(q, pspec, xs, ys, p: SGMProfile, gen) -> dict:
+def _toy_evaluate(q, pspec, data: dict, p: SGMProfile, gen) -> dict:
+    """``data``: split -> ``(x, y)`` on the device of ``q`` and ``gen``."""
     n = p.toy_n
+    (xte, yte), (xtr, ytr) = data["test"], data["train"]
     w = sgm.sample_weights(q, pspec, p.toy_pred_samples, gen)["W1"]             # (A, R, S, 2, 1)
-    pred = _toy_forward(w, xs["test"].unsqueeze(-3)).mean(-3)                  # (A, R, n, 1)
-    mse = (pred - ys["test"]).square().mean((-1, -2))
+    pred = _toy_forward(w, xte.unsqueeze(-3)).mean(-3)                         # (A, R, n, 1)
+    mse = (pred - yte).square().mean((-1, -2))
     w = sgm.sample_weights(q, pspec, p.toy_eval_samples, gen)["W1"]
-    ytr, xtr = ys["train"].unsqueeze(-3), xs["train"].unsqueeze(-3)
+    ytr, xtr = ytr.unsqueeze(-3), xtr.unsqueeze(-3)
     ell = torch.cat([_gauss_loglik(ytr, _toy_forward(c, xtr), p.toy_noise_sd)
                      for c in w.split(2000, dim=-3)], -1).mean(-1)            # (A, R)
     kl = sgm.kl_to_prior(q, pspec, p.toy_prior_sd)
     info = sgm.exact_mutual_information(q, pspec, p.toy_eval_samples, gen)
     l_vi = (ell - kl) / n
-    return {"mse": mse.numpy(), "L_VI": l_vi.numpy(), "L_G": (l_vi + info / n).numpy(),
-            "I": info.numpy(), "mean": q.mean["W1"][..., 0].numpy(),
-            "sd": torch.exp(q.log_sd["W1"][..., 0]).numpy()}
+    return {"mse": mse.cpu().numpy(), "L_VI": l_vi.cpu().numpy(), "L_G": (l_vi + info / n).cpu().numpy(),
+            "I": info.cpu().numpy(), "mean": q.mean["W1"][..., 0].cpu().numpy(),
+            "sd": torch.exp(q.log_sd["W1"][..., 0]).cpu().numpy()}
 
 
 def _toy_posterior_grid(x, y, p: SGMProfile) -> dict:

@@ -104,28 +104,30 @@ def fit_reverse_kl(
         dim: ``D``.
         n_samples: reparameterised draws per step (fresh each step).
         n_steps, lr: Adam iterations and step size.
-        generator: the only source of randomness.
+        generator: the only source of randomness; the fit runs on its device.
         u: unit direction of the second component; default :func:`direction`.
     """
-    a = torch.as_tensor(a, dtype=torch.float32)
-    s = torch.as_tensor(component_sd, dtype=torch.float32).expand_as(a)
-    u = direction(dim) if u is None else u.to(torch.float32)
-    mean = torch.zeros(a.shape + (dim,), requires_grad=True)
-    log_sd = torch.zeros(a.shape + (dim,), requires_grad=True)
+    device = generator.device
+    a = torch.as_tensor(a, dtype=torch.float32).to(device)
+    s = torch.as_tensor(component_sd, dtype=torch.float32).to(device).expand_as(a)
+    u = (direction(dim) if u is None else u.to(torch.float32)).to(device)
+    mean = torch.zeros(a.shape + (dim,), device=device, requires_grad=True)
+    log_sd = torch.zeros(a.shape + (dim,), device=device, requires_grad=True)
     opt = torch.optim.Adam([mean, log_sd], lr=lr)
-    history = torch.empty(n_steps)
+    history = torch.empty(n_steps, device=device)
     for step in range(n_steps):
-        eps = torch.randn(a.shape + (n_samples, dim), generator=generator)
+        eps = torch.randn(a.shape + (n_samples, dim), generator=generator, device=device)
         loss = reverse_kl(mean, log_sd, eps, a, u, s).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         history[step] = loss.detach() / max(a.numel(), 1)
     with torch.no_grad():
-        eps = torch.randn(a.shape + (n_samples, dim), generator=generator)
+        eps = torch.randn(a.shape + (n_samples, dim), generator=generator, device=device)
         kl = reverse_kl(mean, log_sd, eps, a, u, s)
         m = mean.detach()
-        return ReverseKLFit(m, torch.exp(log_sd.detach()), kl, interpolation_ratio(m, a), history)
+        return ReverseKLFit(m.cpu(), torch.exp(log_sd.detach()).cpu(), kl.cpu(),
+                            interpolation_ratio(m, a).cpu(), history.cpu())
 
 
 def interpolation_ratio(mean: Tensor, a: Tensor) -> Tensor:
