@@ -18,15 +18,6 @@ CONFIG = get_profile("05_rebasin_hmc", "smoke")
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ch5")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SYMLIB_CACHE", str(root / "cache"))
-        mp.setenv("SYMLIB_RESULTS", str(root / "results"))
-        yield root, mp
-
-
-@pytest.fixture(scope="module")
 def results(sandbox):
     return ch5.run(CONFIG, seed=0, progress=False)
 

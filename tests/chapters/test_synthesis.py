@@ -19,15 +19,6 @@ CONFIG = get_profile("06_synthesis", "smoke")
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ch6")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SYMLIB_CACHE", str(root / "cache"))
-        mp.setenv("SYMLIB_RESULTS", str(root / "results"))
-        yield root, mp
-
-
-@pytest.fixture(scope="module")
 def results(sandbox):
     return ch6.run(CONFIG, seed=0)
 
