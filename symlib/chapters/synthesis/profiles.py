@@ -78,7 +78,10 @@ class SynthesisProfile:
     mmd_gold: int
     """Gold-standard samples in each MMD (thinned evenly over all chains) [open]."""
     threads: int | None
-    """torch intra-op threads per fit (``None``: torch's default) [open]."""
+    """torch intra-op threads per fit (``None``: torch's default) [open]. One on the CPU: the
+    networks are tiny, so a fit is a long loop of small kernels, and intra-op threads only wait
+    on each other (the sinc gold HMC took 15 ms per gradient with torch's two threads on a shared
+    2-core machine, 1.7 ms with one); parallelism comes from fanning the fits out instead."""
 
 
 _SHARED = {
@@ -105,7 +108,7 @@ PROFILES = {
         **_SHARED,
         hidden=16, sinc_n_train=128, digits_n_train=4000, digits_n_test=1000, digits_pool=4,
         hmc_chains=8, hmc_burnin=1000, hmc_samples=500, hmc_thin=4, hmc_leapfrog=30, diag_points=100,
-        n_seeds=5, vi_epochs=1000, vi_batch=500, vi_mc=8, n_pred_samples=200, mmd_gold=400, threads=None,
+        n_seeds=5, vi_epochs=1000, vi_batch=500, vi_mc=8, n_pred_samples=200, mmd_gold=400, threads=1,
     ),
     "paper": SynthesisProfile(
         **_SHARED,
