@@ -54,6 +54,7 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
         raise ValueError(f"{path} is a {record.get('profile')!r} run; only `{TIER}` runs are published")
     if not record.get("provenance"):
         raise ValueError(f"{path} has no provenance (made by an older version): rerun the chapter")
+    record["computed"] = _computed(record, load(chapter, dest), path)
     record["published"] = datetime.now(UTC).isoformat(timespec="seconds")
     dest.mkdir(parents=True, exist_ok=True)
     figures = dest / chapter
@@ -64,6 +65,28 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
     tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
     tmp.replace(out)
     return out
+
+
+def _computed(record: dict, previous: dict | None, path: Path) -> dict:
+    """Where and when a record's numbers were computed. A run that computed them says so itself
+    (its device, commit, code hash and wall time; stages it found cached count as zero). A run
+    re-rendered from the cache (``pipeline execute --cached-only``: a GPU run's pages made on a
+    machine without one, or a finished run's pages after a change of layout) computed nothing,
+    so the account is carried over from the record it replaces.
+
+    Raises:
+        ValueError: a re-rendered run with no earlier published record to take the account from.
+    """
+    if not record.get("rendered_from_cache"):
+        prov = record.get("provenance") or {}
+        torch_version = (record.get("versions") or {}).get("torch")
+        return {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
+                "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
+                "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
+    if not (previous or {}).get("computed"):
+        raise ValueError(f"{path} was re-rendered from the cache (--cached-only) and no earlier published record "
+                         "says where its numbers were computed: publish the run that computed them first")
+    return previous["computed"]
 
 
 def _extract_figures(notebook: Path, folder: Path) -> list[str]:
@@ -138,11 +161,12 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     claims = [c for c in record["claims"] if c.get("kind", "claim") == "claim"]
     held = sum(c["holds"] is True for c in claims)
     failed = sum(c["holds"] is False for c in claims)
-    prov = record.get("provenance") or {}
-    commit = (prov.get("commit") or "unknown commit")[:12]
+    computed = record.get("computed") or {}
+    commit = (computed.get("commit") or (record.get("provenance") or {}).get("commit") or "unknown commit")[:12]
+    took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
     line = (f"{held} hold, {failed} do not, {len(claims) - held - failed} not judged "
-            f"({record['device']}, {record.get('published', '')[:10]}, {commit}, "
-            f"{record['wall_time_s'] / 60:.0f} min)")
+            f"(computed on {computed.get('device') or record['device']} in {took}, commit {commit}; "
+            f"published {record.get('published', '')[:10]})")
     return line + (f" — from an older version of the code: {'; '.join(stale)}" if stale else "")
 
 

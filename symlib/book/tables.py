@@ -123,10 +123,17 @@ def published_tier(chapter: str, config=None) -> tuple[dict | None, list[str]]:
 def provenance_line(record: dict, stale: list[str]) -> str:
     """``full`` run: profile, device, date, commit (and why it is from older code)."""
     prov = record.get("provenance") or {}
-    commit = (prov.get("commit") or "unknown commit")[:12]
+    computed = record.get("computed") or {}
+    commit = (computed.get("commit") or prov.get("commit") or "unknown commit")[:12]
     date = (record.get("published") or "")[:10] or "undated"
+    device = computed.get("device") or record.get("device")
+    took = f" in {html.escape(str(computed['compute_time']))}" if computed.get("compute_time") else ""
     line = (f"full = published run: profile <code>{html.escape(str(record.get('profile')))}</code>, "
-            f"device <code>{html.escape(str(record.get('device')))}</code>, {date}, commit <code>{html.escape(commit)}</code>")
+            f"computed on {html.escape(str(device))}{took} at commit <code>{html.escape(commit)}</code>, "
+            f"published {date}")
+    rendered = (prov.get("commit") or "")[:12]
+    if rendered and rendered != commit:
+        line += f" (pages rendered from its cache at <code>{html.escape(rendered)}</code>)"
     if stale:
         line += (' — <strong class="symlib-stale">from an older version of the code</strong> ('
                  + html.escape("; ".join(stale)) + ")")
@@ -436,7 +443,8 @@ def full_run_unmet(chapter: str) -> str:
         return f"*Every precondition of the published `{published.TIER}` run was met.*"
     lines = [f"- {criterion}: measured **{measured}**, so not judged: {', '.join(f'`{c}`' for c in ids)}"
              for (criterion, measured), ids in unmet.items()]
-    return (f"In the published `{published.TIER}` run ({record.get('device')}), these preconditions "
+    device = (record.get("computed") or {}).get("device") or record.get("device")
+    return (f"In the published `{published.TIER}` run ({device}), these preconditions "
             "were not met:\n\n" + "\n".join(lines))
 
 

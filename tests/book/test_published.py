@@ -103,3 +103,25 @@ def test_verdicts_side_by_side(tmp_path):
     assert list(frame["quick"]) == ["does not hold", "—"]
     assert frame["full"][1].startswith("not judged: ELBO plateaued")
     assert pub.tier_summary(None) == "not published"
+
+
+def test_the_record_says_where_its_numbers_were_computed(tmp_path, monkeypatch):
+    dest = tmp_path / "published"
+    _run(tmp_path)
+    record = pub.load("01_ortho_skip", pub.publish("01_ortho_skip", source=tmp_path / "results",
+                                                   executed=tmp_path / "executed", dest=dest).parent)
+    computed = record["computed"]
+    assert computed["device"].startswith("cpu") and computed["compute_time"].endswith(" s")
+    assert computed["code_hash"] == record["provenance"]["code_hash"]
+    assert "computed on cpu" in pub.tier_summary(record)
+
+    # the same run's pages re-rendered from its cache computed nothing: the account is carried over
+    (tmp_path / "executed" / "01_ortho_skip.ipynb").unlink()
+    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")
+    _run(tmp_path / "again")
+    rerendered = pub.load("01_ortho_skip", pub.publish("01_ortho_skip", source=tmp_path / "again" / "results",
+                                                       executed=tmp_path / "again" / "executed", dest=dest).parent)
+    assert rerendered["rendered_from_cache"] and rerendered["computed"] == computed
+    # and with nothing published before, publishing a re-render is refused
+    with pytest.raises(ValueError, match="re-rendered from the cache"):
+        pub.publish("01_ortho_skip", source=tmp_path / "again" / "results", dest=tmp_path / "elsewhere")

@@ -78,7 +78,7 @@ def test_full_numbers_beside_quick_with_provenance(run, publish_fake):
     assert '<th colspan="2">train RMSE</th>' in out  # differing column: quick and full side by side
     assert '<th rowspan="2" class="symlib-paper">RMSE (paper)</th>' in out  # paper numbers once
     assert ">0.050<" in out and ">0.123<" in out
-    assert "device <code>cuda</code>, 2026-01-02, commit <code>abcdef123456</code>" in out
+    assert "computed on cuda at commit <code>abcdef123456</code>, published 2026-01-02" in out
     assert "older version" not in out
 
 
