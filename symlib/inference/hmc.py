@@ -434,11 +434,14 @@ def mlp_classification_potential(
     n = x.shape[0]
     forward = torch.func.vmap(mlp_forward, in_dims=(0, None, None))
 
+    labels = y.reshape(1, n, 1)
+
     def potential(params: Position) -> Tensor:
-        logits = forward(params, x, spec)
-        n_chains, k = logits.shape[0], logits.shape[-1]
-        ce = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, k), y.repeat(n_chains), reduction="none").view(n_chains, n)
+        logits = forward(params, x, spec)                                     # (chains, n, k)
+        # CE as logsumexp minus the label's logit: on the CPU, with few classes, 3x faster
+        # forward and backward than F.cross_entropy / log_softmax (one thread, 8 x 4,000 x 10)
+        picked = logits.gather(-1, labels.expand(logits.shape[0], n, 1))[..., 0]
+        ce = torch.logsumexp(logits, -1) - picked
         prior = sum(v.to(torch.float64).square().flatten(1).sum(1) for v in params.values())
         return ce.to(torch.float64).sum(1) + 0.5 * prior / prior_sd**2
 
