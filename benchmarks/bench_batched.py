@@ -1,12 +1,14 @@
 """(c) vmapped training of many networks vs a plain per-network torch loop, one thread.
 
 The work: ``M`` independent networks, each trained for the same minibatch SGD steps on its own
-batches. Both sides draw the batches from the same ``symlib.batched_training.minibatches``
+batches. Both sides draw the batches from the same ``symlib.nn.training.minibatches``
 stream (same seed), so they do exactly the same steps and end at the same weights up to
 rounding (checked: ``max |diff|`` of the final weights).
 
-* symlib: ``symlib.batched_training.train_batched``: one ``vmap(grad(loss))`` step for all
-  networks (the code path of chapter 2a).
+* symlib: ``symlib.nn.training.train_batched``: one step for all networks. For the toy, a
+  ``vmap(grad(loss))``; for OptuNet two rows: the same vmap, and the grouped-convolution loss
+  ``symlib.nn.convnets.optunet_cross_entropy_batched`` (the model axis folded into the conv's
+  groups), the code path chapters 2a and 2b train with.
 * loop: what a per-network training script does: one ``nn.Module`` and one
   ``torch.optim.SGD`` per network, ``zero_grad / backward / step`` for each network in turn.
 
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symlib.book.data import gaussian_blobs
-from symlib.nn.convnets import init_optunet, optunet_forward
+from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.mlp import MLPSpec, mlp_forward
 from symlib.nn.training import SGDConfig, minibatches, train_batched
 
@@ -127,7 +129,9 @@ def _loop(make_net, loss_fn, params, x, y, config: SGDConfig, seed: int) -> list
     return nets
 
 
-def _compare(case, label, batched_fn, loop_fn, weights_of, repeats) -> dict:
+def _compare(
+    case, label, batched_fn, loop_fn, weights_of, repeats, subject="symlib train_batched (vmap)"
+) -> dict:
     trained = batched_fn()
     looped = weights_of(loop_fn())
     diff = max((trained[k] - looped[k]).abs().max().item() for k in trained)
@@ -135,7 +139,7 @@ def _compare(case, label, batched_fn, loop_fn, weights_of, repeats) -> dict:
     return harness.row(
         NAME,
         case,
-        "symlib train_batched (vmap)",
+        subject,
         label,
         subject_s=times["symlib"],
         reference_s=times["loop"],
@@ -191,18 +195,30 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
     cfg = SGDConfig(
         lr=0.04, epochs=1, batch_size=64, weight_decay=2e-4, momentum=0.9, crop_padding=4
     )
-    rows.append(
-        _compare(
-            f"OptuNet, {n_models} nets x {steps} steps",
-            "per-network loop (nn.Conv2d + SGD)",
-            lambda: train_batched(
-                _optunet_loss, params, xi, yi, cfg, torch.Generator().manual_seed(seed)
-            ),
-            lambda: _loop(_OptuNet, F.cross_entropy, params, xi, yi, cfg, seed),
-            lambda nets: {k: torch.stack([n.weights()[k].detach() for n in nets]) for k in params},
-            repeats,
+    # two batched paths: plain vmap of the per-network loss, and the grouped-convolution loss
+    # that chapters 2a and 2b train with (``batched_loss_fn``)
+    for label, batched in (("vmap", None), ("grouped conv", optunet_cross_entropy_batched)):
+        rows.append(
+            _compare(
+                f"OptuNet, {n_models} nets x {steps} steps",
+                "per-network loop (nn.Conv2d + SGD)",
+                lambda batched=batched: train_batched(
+                    _optunet_loss,
+                    params,
+                    xi,
+                    yi,
+                    cfg,
+                    torch.Generator().manual_seed(seed),
+                    batched_loss_fn=batched,
+                ),
+                lambda: _loop(_OptuNet, F.cross_entropy, params, xi, yi, cfg, seed),
+                lambda nets: {
+                    k: torch.stack([n.weights()[k].detach() for n in nets]) for k in params
+                },
+                repeats,
+                subject=f"symlib train_batched ({label})",
+            )
         )
-    )
     return rows
 
 

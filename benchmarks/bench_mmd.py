@@ -2,7 +2,7 @@
 
 The work: the unbiased MMD^2 between ``n`` and ``m`` samples of dimension ``d`` for Laurent et
 al.'s bank (10 Gaussian and 10 Laplace kernels, bandwidths by MMDAgg's rule from the first 500
-rows), as ``symlib.mmd.kernel_bank_mmd2`` computes it.
+rows), as ``symlib.metrics.mmd.kernel_bank_mmd2`` computes it.
 
 The peers compute the same 20 numbers inside their permutation tests; they are called with the
 fewest permutations they accept (``B1 = B2 = B3 = 1``), so what is left is their distances,

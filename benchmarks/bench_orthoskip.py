@@ -1,7 +1,7 @@
 """(e) chapter 1's training step at the paper's size, and its share of the matmul-bound rate.
 
 The work: full-batch Adam steps of ``symlib.inference.mfvi.fit`` exactly as chapter 1 runs them
-(``symlib.experiments.ortho_skip``) with Kurle et al.'s sizes (profile ``paper``): the four
+(``symlib.chapters.ortho_skip``) with Kurle et al.'s sizes (profile ``paper``): the four
 variants (plain, ordered biases, orthogonal skips, both) as one batch of models, a 1-32x5-1
 SELU MLP with fixed semi-orthogonal skips, 128 training points, 64 Monte Carlo samples per step
 by the local reparameterisation trick, float32, one thread. The paper runs 200,000 such steps.
@@ -43,7 +43,7 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
         amplitude=profile.amplitude,
         noise_sd=profile.noise_sd,
     )
-    # the four variants as one batch, as symlib.experiments.ortho_skip builds them
+    # the four variants as one batch, as symlib.chapters.ortho_skip builds them
     skips = skip_matrices(spec, gen, placement=profile.skip_placement)
     has_skip = torch.tensor([v["skip"] for v in VARIANTS])
     model = mfvi.BayesMLP(
