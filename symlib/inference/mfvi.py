@@ -577,6 +577,7 @@ def fit(
     learn_noise: bool = False,
     anneal_fraction: float = 0.5,
     record_every: int = 100,
+    average_records: bool = False,
     progress: bool = True,
     desc: str = "MFVI",
 ) -> FitResult:
@@ -598,6 +599,10 @@ def fit(
         learn_noise: learn ``log sigma_n`` jointly with ``q``.
         anneal_fraction: fraction of the steps over which the KL weight rises from 0 to 1.
         record_every: record the ELBO parts every this many steps (and at the last step).
+        average_records: record, for the ELBO parts, the mean of the per-step estimates since
+            the previous record instead of the one estimate at the recorded step. A single
+            estimate from a few Monte Carlo samples is noisy and heavy-tailed (lone values at
+            twice the typical ELBO), which a plateau test on the curve reads as movement.
         progress: show a plain ``tqdm`` bar on stderr.
         desc: the bar's label.
     """
@@ -614,6 +619,9 @@ def fit(
     n = x.shape[-2]
     records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
                                                 "expected_log_likelihood", "kl", "noise_sd")}
+    averaged = ("elbo", "objective", "expected_log_likelihood", "kl")
+    sums: dict[str, Tensor] = {}  # running sums since the last record (average_records)
+    n_summed = 0
     for step in tqdm(range(n_steps), desc=desc, disable=not progress, mininterval=1.0):
         beta = kl_weight(step, n_steps, anneal_fraction)
         parts = elbo(state, model, x, y, log_noise.exp(), n_samples, generator, kl_weight=beta)
@@ -621,14 +629,20 @@ def fit(
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
+        with torch.no_grad():
+            now = {"elbo": parts.expected_log_likelihood - parts.kl, "objective": parts.elbo.detach(),
+                   "expected_log_likelihood": parts.expected_log_likelihood.detach(), "kl": parts.kl.detach()}
+            if average_records:
+                sums = {k: sums[k] + now[k] if sums else now[k] for k in averaged}
+                n_summed += 1
         if step % record_every == 0 or step == n_steps - 1:
             with torch.no_grad():
+                if average_records:
+                    now, sums, n_summed = {k: v / n_summed for k, v in sums.items()}, {}, 0
                 records["step"].append(step)
                 records["kl_weight"].append(beta)
-                records["elbo"].append((parts.expected_log_likelihood - parts.kl).cpu().numpy())
-                records["objective"].append(parts.elbo.detach().cpu().numpy())
-                records["expected_log_likelihood"].append(parts.expected_log_likelihood.detach().cpu().numpy())
-                records["kl"].append(parts.kl.detach().cpu().numpy())
+                for k in averaged:
+                    records[k].append(now[k].cpu().numpy())
                 records["noise_sd"].append(log_noise.detach().exp().cpu().numpy())
     history = {
         k: (np.asarray(v) if k in ("step", "kl_weight") else np.moveaxis(np.asarray(v), 0, -1))

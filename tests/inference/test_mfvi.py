@@ -1,5 +1,6 @@
 """Mean-field VI: local reparameterisation, closed-form KLs, ELBO against exact evidence."""
 
+import itertools
 import math
 
 import numpy as np
@@ -302,6 +303,30 @@ def test_fit_converges_to_the_exact_posterior():
     final = mfvi.elbo(result.q, model, x, y, noise, 50_000, gen).elbo.item()
     assert log_z - 0.05 < final < log_z + 0.03
     assert result.history["elbo"].shape == (len(result.history["step"]),)
+
+
+def test_averaged_records_are_the_means_of_the_per_step_estimates_between_records():
+    x, y, noise, _, _ = _conjugate_regression()
+    model = mfvi.BayesMLP(MLPSpec((2, 1)))
+    q0 = mfvi.init_mean_field(model, torch.Generator().manual_seed(1), init_sd=0.5, dtype=F64)
+
+    def fit(**kw):
+        return mfvi.fit(model, q0, x, y, n_steps=23, n_samples=2, lr=0.03, noise_sd=noise, progress=False,
+                        generator=torch.Generator().manual_seed(2), **kw)
+
+    every_step = fit(record_every=1)
+    averaged = fit(record_every=5, average_records=True)
+    # recording draws nothing, so both runs take the same steps
+    assert torch.equal(every_step.q.mean["W1"], averaged.q.mean["W1"])
+    steps = averaged.history["step"]
+    assert list(steps) == [0, 5, 10, 15, 20, 22]
+    for key in ("elbo", "objective", "expected_log_likelihood", "kl"):
+        per_step = every_step.history[key]
+        expected = [per_step[0]] + [per_step[a + 1:b + 1].mean() for a, b in itertools.pairwise(steps)]
+        np.testing.assert_allclose(averaged.history[key], expected, rtol=1e-12)
+    # the default keeps the one estimate at each recorded step
+    at_step = fit(record_every=5).history["elbo"]
+    np.testing.assert_allclose(at_step, every_step.history["elbo"][steps], rtol=1e-12)
 
 
 # --------------------------------------------------------------------------- schedule, prediction, noise
