@@ -619,7 +619,6 @@ def fit(
     n = x.shape[-2]
     records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
                                                 "expected_log_likelihood", "kl", "noise_sd")}
-    averaged = ("elbo", "objective", "expected_log_likelihood", "kl")
     sums: dict[str, Tensor] = {}  # running sums since the last record (average_records)
     n_summed = 0
     for step in tqdm(range(n_steps), desc=desc, disable=not progress, mininterval=1.0):
@@ -629,21 +628,23 @@ def fit(
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
+        record = step % record_every == 0 or step == n_steps - 1
+        if not (record or average_records):
+            continue
         with torch.no_grad():
-            now = {"elbo": parts.expected_log_likelihood - parts.kl, "objective": parts.elbo.detach(),
-                   "expected_log_likelihood": parts.expected_log_likelihood.detach(), "kl": parts.kl.detach()}
+            now = {"elbo": parts.expected_log_likelihood - parts.kl, "objective": parts.elbo,
+                   "expected_log_likelihood": parts.expected_log_likelihood, "kl": parts.kl}
             if average_records:
-                sums = {k: sums[k] + now[k] if sums else now[k] for k in averaged}
+                sums = {k: sums.get(k, 0.0) + v for k, v in now.items()}
                 n_summed += 1
-        if step % record_every == 0 or step == n_steps - 1:
-            with torch.no_grad():
+            if record:
                 if average_records:
                     now, sums, n_summed = {k: v / n_summed for k, v in sums.items()}, {}, 0
                 records["step"].append(step)
                 records["kl_weight"].append(beta)
-                for k in averaged:
-                    records[k].append(now[k].cpu().numpy())
-                records["noise_sd"].append(log_noise.detach().exp().cpu().numpy())
+                for k, v in now.items():
+                    records[k].append(v.cpu().numpy())
+                records["noise_sd"].append(log_noise.exp().cpu().numpy())
     history = {
         k: (np.asarray(v) if k in ("step", "kl_weight") else np.moveaxis(np.asarray(v), 0, -1))
         for k, v in records.items()
