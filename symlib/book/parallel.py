@@ -6,8 +6,10 @@ hands them to :class:`joblib.Parallel`. How many run at once is one setting, the
 variable ``SYMLIB_JOBS`` (or a ``jobs`` argument): ``SYMLIB_JOBS=2`` runs two at a time in
 joblib's local worker processes (the loky backend), ``-1`` one per core. Unset, joblib's
 default applies: one at a time, in this process, unless a ``joblib.parallel_config`` says
-otherwise. That default is deliberate: on the shared 2-core build machine, starting workers
-(each imports torch and symlib, about 9 CPU-seconds) cost more than running side by side saved.
+otherwise. That default is deliberate for the short profiles: on the shared 2-core build machine,
+starting workers (each imports torch and symlib, about 9 CPU-seconds) cost more than running side
+by side saved. ``pipeline execute`` of a long profile on the CPU sets ``SYMLIB_JOBS=-1`` when it
+is unset (:func:`default_jobs`).
 Whatever joblib backend is active runs the fits, so a cluster needs no code change::
 
     from dask.distributed import Client
@@ -37,7 +39,7 @@ from tqdm import tqdm
 
 from symlib.book.runtime import torch_threads
 
-__all__ = ["ENV_VAR", "fan_out", "n_jobs"]
+__all__ = ["ENV_VAR", "default_jobs", "fan_out", "n_jobs"]
 
 T = TypeVar("T")
 
@@ -68,6 +70,20 @@ def n_jobs(value: int | str | None = None) -> int | None:
             f"{source} must be a non-zero integer (1: serial, -1: every core); got {value!r}"
         )
     return value
+
+
+def default_jobs(profile: str, device: str) -> str | None:
+    """What ``pipeline execute`` sets ``$SYMLIB_JOBS`` to when the user left it unset.
+
+    ``"-1"`` (one worker per core) for the long profiles (``full``, ``paper``) on the CPU: their
+    fits run for minutes with one torch thread each, so on 2 cores two at a time nearly halve a
+    chapter's wall time, while a worker's start-up costs seconds. ``None`` (serial, in the
+    notebook's process) otherwise: the short profiles, where start-up would cost more than it
+    saves, and GPU runs, whose workers would each hold a CUDA context (not measured yet).
+    """
+    if profile in ("full", "paper") and str(device).split(":")[0] == "cpu":
+        return "-1"
+    return None
 
 
 def fan_out(

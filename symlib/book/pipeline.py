@@ -274,6 +274,20 @@ def build() -> None:
     subprocess.run(cmd, check=True, cwd=ROOT)
 
 
+def _default_jobs(profile: str, device: str) -> None:
+    """Set ``$SYMLIB_JOBS`` for the kernels (which inherit it) when unset and the profile wants it."""
+    from symlib.book.parallel import ENV_VAR, default_jobs
+    from symlib.book.runtime import resolve_device
+
+    if os.environ.get(ENV_VAR):
+        return
+    jobs = default_jobs(profile, resolve_device(device).type)
+    if jobs is not None:
+        os.environ[ENV_VAR] = jobs
+        print(f"[symlib] {ENV_VAR} unset: profile {profile} on the CPU runs independent fits side by "
+              f"side, one per core ({ENV_VAR}={jobs}; set it to 1 for one at a time)", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.pipeline", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -298,6 +312,7 @@ def main(argv=None) -> None:
         names = args.chapters or chapters()
         for name in names:
             _source(name)  # fail on a typo before running anything
+        _default_jobs(args.profile, args.device)
         times = {}
         for name in names + ["reproducibility"]:
             print(f"[symlib] executing {name} (profile={args.profile}, seed={args.seed}, device={args.device}) ...", flush=True)

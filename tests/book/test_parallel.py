@@ -92,6 +92,23 @@ def test_n_jobs_from_argument_environment_or_joblib(monkeypatch):
             parallel.n_jobs(bad)
 
 
+def test_long_cpu_profiles_default_to_one_worker_per_core_and_a_users_setting_wins(monkeypatch):
+    from symlib.book import pipeline
+
+    assert parallel.default_jobs("full", "cpu") == "-1"
+    assert parallel.default_jobs("paper", "cpu") == "-1"
+    for profile, device in (("quick", "cpu"), ("smoke", "cpu"), ("full", "cuda"), ("full", "cuda:1")):
+        assert parallel.default_jobs(profile, device) is None
+    monkeypatch.delenv(parallel.ENV_VAR, raising=False)
+    pipeline._default_jobs("quick", "cpu")
+    assert parallel.ENV_VAR not in os.environ
+    pipeline._default_jobs("full", "cpu")
+    assert os.environ[parallel.ENV_VAR] == "-1" and parallel.n_jobs() == -1
+    monkeypatch.setenv(parallel.ENV_VAR, "1")
+    pipeline._default_jobs("full", "cpu")
+    assert os.environ[parallel.ENV_VAR] == "1"
+
+
 def test_fan_out_keeps_the_task_order_and_sets_threads_in_workers():
     tasks = [(v, 100) for v in range(5)]
     with torch_threads(2):

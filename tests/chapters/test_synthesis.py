@@ -61,13 +61,19 @@ def test_fits_fan_out(results, monkeypatch):
 
     def spy(fn, tasks, **kw):
         tasks = list(tasks)
-        calls.append((fn.__name__, len(tasks)))
+        calls.append([t[0] if t[0] == "gold" else t[2] for t in tasks])  # "gold" or the method
         return [fn(*t) for t in tasks]
 
     monkeypatch.setattr(ex, "fan_out", spy)
     ch6.run(CONFIG, seed=0)
-    n_methods = sum(len(ex._methods(CONFIG, n)) for n in CONFIG.benchmarks)
-    assert calls == [("_gold_task", len(CONFIG.benchmarks)), ("_fit_task", n_methods * CONFIG.n_seeds)]
+    n_gold = len(CONFIG.benchmarks)
+    methods = [m for n in CONFIG.benchmarks for m in ex._methods(CONFIG, n) for _ in range(CONFIG.n_seeds)]
+    # two queues: the gold standards first, then every fit that reuses nothing; then the q_r fits,
+    # which reuse a gold standard or an ensemble from the cache
+    assert len(calls) == 2
+    assert calls[0][:n_gold] == ["gold"] * n_gold
+    assert sorted(calls[0][n_gold:]) == sorted(m for m in methods if not m.startswith("qr_"))
+    assert sorted(calls[1]) == sorted(m for m in methods if m.startswith("qr_"))
 
 
 def test_smoke_claims_are_not_judged_and_name_the_gold_standard(results):

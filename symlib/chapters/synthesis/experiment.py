@@ -206,6 +206,12 @@ def _gold(name: str, config, seed: int, device: str) -> dict:
 # --------------------------------------------------------------------------- remedies
 
 
+def _task(kind: str, *args) -> dict:
+    """A gold standard (``"gold"``: :func:`_gold_task`) or a fit (``"fit"``: :func:`_fit_task`),
+    so that both go through one :func:`~symlib.book.parallel.fan_out` queue."""
+    return (_gold_task if kind == "gold" else _fit_task)(*args)
+
+
 def _fit_task(name: str, method: str, config, seed: int, device: str, gold_seed: int) -> dict:
     """One remedy fitted with ``seed``; ``gold_seed`` is the run seed of the gold standard (q_r of HMC)."""
     key = {"what": method, "benchmark": name, "config": config, "seed": seed, "gold_seed": gold_seed,
@@ -410,14 +416,19 @@ def run(config, seed: int = 0, device: str | torch.device = "cpu", *, progress: 
         config = select_profile(CHAPTER, PROFILES, config)
     device = str(torch.device(device))
     names = list(config.benchmarks)
-    golds = dict(zip(names, fan_out(_gold_task, [(n, config, seed, device) for n in names],
-                                    threads=config.threads, progress=progress, desc="gold HMC")))
     tasks = [(n, m, config, seed + 1 + i, device, seed) for n in names for m in _methods(config, n)
              for i in range(config.n_seeds)]
-    # the ensembles first: their q_r reuses them from the cache
-    order = sorted(range(len(tasks)), key=lambda i: tasks[i][1] == "qr_ensemble")
-    fits = fan_out(_fit_task, [tasks[i] for i in order], threads=config.threads, progress=progress, desc="remedies")
-    fits = dict(zip((tasks[i][:2] + (tasks[i][3],) for i in order), fits))
+    # Two queues. The first holds the gold standards (the longest tasks, so they start first)
+    # and every fit that needs neither; side by side, the other workers fit remedies while the
+    # longest gold standard runs. The second holds the q_r fits, which reuse a gold standard or
+    # an ensemble from the cache and must not start before it is there.
+    reuses = ("qr_ensemble", "qr_hmc")
+    first = [("gold", n, config, seed, device) for n in names] + [("fit", *t) for t in tasks if t[1] not in reuses]
+    second = [("fit", *t) for t in tasks if t[1] in reuses]
+    done = [*fan_out(_task, first, threads=config.threads, progress=progress, desc="gold HMC and remedies"),
+            *fan_out(_task, second, threads=config.threads, progress=progress, desc="q_r")]
+    golds = {t[1]: r for t, r in zip(first, done) if t[0] == "gold"}
+    fits = {(t[1], t[2], t[4]): r for t, r in zip(first + second, done) if t[0] == "fit"}
     out = {"config": config, "seed": seed, "device": device, "benchmarks": {}}
     for n in names:
         b = load_benchmark(n, config, "cpu")
