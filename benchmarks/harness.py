@@ -46,6 +46,8 @@ from threadpoolctl import threadpool_limits
 from torch.utils.flop_counter import FlopCounterMode
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
+DEVICE_ENV = "SYMLIB_BENCH_DEVICE"
+"""Where the ``gpu`` benchmark runs (``--device``); the others always time one CPU thread."""
 
 PEER_ENV = {
     "hamiltorch": "HAMILTORCH_SRC",
@@ -342,9 +344,17 @@ def parser(description: str) -> argparse.ArgumentParser:
         help=f"folder for the JSON and markdown results (default {DEFAULT_OUT})",
     )
     p.add_argument("--peers", help="folder holding the peers' checkouts (default $SYMLIB_PEERS)")
+    p.add_argument("--device", help="device of the gpu benchmark: cuda, cuda:N or cpu (default: "
+                   f"${DEVICE_ENV}, else the GPU when torch sees one)")
     for name, env in PEER_ENV.items():
         p.add_argument(f"--{name}", help=f"{name}'s checkout (default ${env})")
     return p
+
+
+def use_device_option(args: argparse.Namespace) -> None:
+    """Pass ``--device`` on to the ``gpu`` benchmark through ``$SYMLIB_BENCH_DEVICE``."""
+    if args.device:
+        os.environ[DEVICE_ENV] = args.device
 
 
 def main_for(
@@ -355,6 +365,7 @@ def main_for(
 ) -> None:
     """Command line of one benchmark script: run it, print and write its table."""
     args = parser(description).parse_args(argv)
+    use_device_option(args)
     single_thread()
     peers = Peers.from_args(args)
     meta = metadata(args.quick, peers)

@@ -1,8 +1,8 @@
 """Run the benchmarks and write one JSON file and one markdown table of all their results.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--peers DIR] [names...]
+    python benchmarks/run.py [--quick] [--out DIR] [--peers DIR] [--device DEV] [names...]
 
-Names (default: all): hmc, mmd, batched_training, sgm_vs_mfvi, ortho_skip. See
+Names (default: all): hmc, mmd, batched_training, sgm_vs_mfvi, ortho_skip, gpu. See
 benchmarks/README.md for the protocol and for how to fetch the peers.
 """
 
@@ -13,12 +13,13 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 import time
 
 import bench_batched
+import bench_gpu
 import bench_hmc
 import bench_mmd
 import bench_orthoskip
 import bench_sgm
 
-BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip)}
+BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu)}
 
 
 def main(argv=None) -> None:
@@ -30,6 +31,7 @@ def main(argv=None) -> None:
         help=f"benchmarks to run (default all): {', '.join(BENCHMARKS)}",
     )
     args = p.parse_args(argv)
+    harness.use_device_option(args)
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         p.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
