@@ -100,9 +100,10 @@ class _OptuNet(nn.Module):
 
 
 def _loop(make_net, loss_fn, params, x, y, config: SGDConfig, seed: int) -> list[nn.Module]:
-    """Per-network SGD on the batches ``train_batched`` would draw with the same seed."""
+    """Per-network SGD on the batches ``train_batched`` would draw with the same seed, on
+    ``x``'s device."""
     n_models = next(iter(params.values())).shape[0]
-    nets = [make_net(params, m) for m in range(n_models)]
+    nets = [make_net(params, m).to(x.device) for m in range(n_models)]
     optims = [
         torch.optim.SGD(
             net.parameters(),
@@ -117,7 +118,7 @@ def _loop(make_net, loss_fn, params, x, y, config: SGDConfig, seed: int) -> list
         x,
         y,
         config.batch_size,
-        torch.Generator().manual_seed(seed),
+        torch.Generator(device=x.device).manual_seed(seed),
         crop_padding=config.crop_padding,
         epochs=config.epochs,
     )

@@ -28,20 +28,18 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 
 import os
 import statistics
-import warnings
 
 import torch
 import torch.nn.functional as F
-from bench_batched import _OptuNet
+from bench_batched import _loop, _OptuNet
+from bench_hmc import HAMILTORCH_FILE, STEP_SIZE, hamiltorch_sampler
 
 from symlib.inference import hmc
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched
 from symlib.nn.mlp import MLPSpec, init_mlp
-from symlib.nn.training import SGDConfig, minibatches, train_batched
+from symlib.nn.training import SGDConfig, train_batched
 
 NAME = "gpu"
-HAMILTORCH_FILE = "hamiltorch/__init__.py"
-STEP_SIZE = 1e-3
 
 
 def _device() -> torch.device:
@@ -88,19 +86,7 @@ def _hmc_rows(quick: bool, peers: harness.Peers, device: torch.device) -> list[d
     fns = {f"symlib x{c}": _synced(lambda c=c: symlib_run(c), device) for c in chain_counts}
     root, why = peers.locate("hamiltorch", HAMILTORCH_FILE)
     if root:
-        ht = harness.import_hamiltorch(root)
-        warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
-        model = torch.nn.Sequential(torch.nn.Linear(784, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
-        with torch.no_grad():
-            for layer, l in ((model[0], 1), (model[2], 2)):
-                layer.weight.copy_(init[f"W{l}"])
-                layer.bias.copy_(init[f"b{l}"])
-        model = model.to(device)
-        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-        fns["hamiltorch"] = _synced(lambda: ht.sample_model(
-            model, x, y, params_init=flat.clone(), model_loss="multi_class_linear_output",
-            num_samples=n_transitions, num_steps_per_sample=n_leapfrog, step_size=STEP_SIZE, burn=0,
-            sampler=ht.Sampler.HMC, integrator=ht.Integrator.EXPLICIT, verbose=False), device)
+        fns["hamiltorch"] = _synced(hamiltorch_sampler(root, init, x, y, n_transitions, n_leapfrog), device)
     times = harness.alternate(fns, repeats)
     ht_grads = n_transitions * (n_leapfrog + 1)
     rows = []
@@ -141,17 +127,8 @@ def _optunet_rows(quick: bool, device: torch.device) -> list[dict]:
                              batched_loss_fn=optunet_cross_entropy_batched)
 
     def loop():
-        nets = [_OptuNet({k: v.cpu() for k, v in params.items()}, m).to(device) for m in range(n_loop)]
-        opts = [torch.optim.SGD(n.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-                for n in nets]
-        batches = minibatches(n_loop, xi, yi, cfg.batch_size, torch.Generator(device=device).manual_seed(3),
-                              crop_padding=cfg.crop_padding, epochs=cfg.epochs)
-        for _, xb, yb in batches:
-            for net, opt, xm, ym in zip(nets, opts, xb, yb):
-                opt.zero_grad(set_to_none=True)
-                F.cross_entropy(net(xm), ym).backward()
-                opt.step()
-        return nets
+        first = {k: v[:n_loop] for k, v in params.items()}
+        return _loop(_OptuNet, F.cross_entropy, first, xi, yi, cfg, 3)
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

@@ -33,6 +33,42 @@ HAMILTORCH_FILE = "hamiltorch/__init__.py"
 STEP_SIZE = 1e-3
 
 
+def hamiltorch_sampler(root, init: dict, x, y, n_transitions: int, n_leapfrog: int):
+    """A call of ``hamiltorch.sample_model`` (one chain) on the MLP classifier with weights
+    ``init`` (``W1, b1, W2, b2``), from the same start, on ``x``'s device."""
+    ht = harness.import_hamiltorch(root)
+    # its acceptance step calls float() on a tensor that requires grad, warning every time
+    warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
+    width = init["W1"].shape[0]
+    model = torch.nn.Sequential(
+        torch.nn.Linear(x.shape[-1], width), torch.nn.ReLU(), torch.nn.Linear(width, init["W2"].shape[0])
+    )
+    with torch.no_grad():
+        for layer, l in ((model[0], 1), (model[2], 2)):
+            layer.weight.copy_(init[f"W{l}"])
+            layer.bias.copy_(init[f"b{l}"])
+    model = model.to(x.device)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    def hamiltorch_run():
+        return ht.sample_model(
+            model,
+            x,
+            y,
+            params_init=flat.clone(),
+            model_loss="multi_class_linear_output",
+            num_samples=n_transitions,
+            num_steps_per_sample=n_leapfrog,
+            step_size=STEP_SIZE,
+            burn=0,
+            sampler=ht.Sampler.HMC,
+            integrator=ht.Integrator.EXPLICIT,
+            verbose=False,
+        )
+
+    return hamiltorch_run
+
+
 def run(quick: bool, peers: harness.Peers) -> list[dict]:
     """Alternated rounds of symlib, hamiltorch (if available) and the matmul probe."""
     n_data, width = 4000, 128
@@ -67,35 +103,7 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
     case = f"784-{width}-10, {n_data} points, {n_transitions} x {n_leapfrog} leapfrog, float32"
     root, why = peers.locate("hamiltorch", HAMILTORCH_FILE)
     if root:
-        ht = harness.import_hamiltorch(root)
-        # its acceptance step calls float() on a tensor that requires grad, warning every time
-        warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
-        model = torch.nn.Sequential(
-            torch.nn.Linear(784, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
-        )
-        with torch.no_grad():
-            for layer, l in ((model[0], 1), (model[2], 2)):
-                layer.weight.copy_(init[f"W{l}"])
-                layer.bias.copy_(init[f"b{l}"])
-        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-
-        def hamiltorch_run():
-            return ht.sample_model(
-                model,
-                x,
-                y,
-                params_init=flat.clone(),
-                model_loss="multi_class_linear_output",
-                num_samples=n_transitions,
-                num_steps_per_sample=n_leapfrog,
-                step_size=STEP_SIZE,
-                burn=0,
-                sampler=ht.Sampler.HMC,
-                integrator=ht.Integrator.EXPLICIT,
-                verbose=False,
-            )
-
-        fns["hamiltorch"] = hamiltorch_run
+        fns["hamiltorch"] = hamiltorch_sampler(root, init, x, y, n_transitions, n_leapfrog)
 
     times = harness.alternate(fns, repeats)
     share = harness.matmul_share(
