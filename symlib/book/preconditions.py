@@ -71,12 +71,23 @@ def chains_mixed(
     """R-hat and ESS preconditions of MCMC draws (worst values over the quantities judged)."""
     of = f" of {what}" if what else ""
     out = [
-        precondition("rhat", f"split R-hat{of} <= {rhat_max}", float(rhat), rhat <= rhat_max),
-        precondition("bulk_ess", f"bulk ESS{of} >= {ess_min:g}", float(bulk_ess), bulk_ess >= ess_min),
+        precondition("rhat", f"split R-hat{of} <= {rhat_max}", _diagnostic(rhat),
+                     bool(np.isfinite(rhat) and rhat <= rhat_max)),
+        precondition("bulk_ess", f"bulk ESS{of} >= {ess_min:g}", _diagnostic(bulk_ess),
+                     bool(np.isfinite(bulk_ess) and bulk_ess >= ess_min)),
     ]
     if tail_ess is not None:
-        out.append(precondition("tail_ess", f"tail ESS{of} >= {ess_min:g}", float(tail_ess), tail_ess >= ess_min))
+        out.append(precondition("tail_ess", f"tail ESS{of} >= {ess_min:g}", _diagnostic(tail_ess),
+                                bool(np.isfinite(tail_ess) and tail_ess >= ess_min)))
     return out
+
+
+def _diagnostic(value: float) -> float | str:
+    """A diagnostic as measured; a non-finite one says why it fails (a stuck chain, usually)."""
+    value = float(value)
+    if math.isnan(value):
+        return "NaN (not computable: a quantity never moved, e.g. a stuck chain)"
+    return value
 
 
 def plateaued(

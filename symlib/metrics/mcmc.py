@@ -27,7 +27,12 @@ __all__ = ["Summary", "bulk_ess", "split_rhat", "summary", "tail_ess"]
 
 
 class Summary(NamedTuple):
-    """Worst case over all quantities of an array of draws (NaNs ignored)."""
+    """Worst case over all quantities of an array of draws.
+
+    A quantity whose R-hat or ESS cannot be computed (ArviZ returns NaN when every draw of every
+    chain is the same value: a stuck sampler) makes the worst case NaN too, so a precondition on
+    it fails instead of the stuck quantity being skipped.
+    """
 
     rhat_max: float
     bulk_ess_min: float
@@ -69,12 +74,17 @@ def tail_ess(x: np.ndarray) -> float | np.ndarray:
 
 
 def summary(x: np.ndarray) -> Summary:
-    """Max R-hat, min bulk ESS and min tail ESS over the quantities of ``x`` (layout as above)."""
-    return Summary(
-        float(np.nanmax(split_rhat(x))),
-        float(np.nanmin(bulk_ess(x))),
-        float(np.nanmin(tail_ess(x))),
-    )
+    """Max R-hat, min bulk ESS and min tail ESS over the quantities of ``x`` (layout as above).
+
+    NaN wherever one quantity's value is NaN (see :class:`Summary`): a worst case that skipped it
+    would report mixed chains for draws that never moved.
+    """
+    return Summary(_worst(split_rhat(x), np.max), _worst(bulk_ess(x), np.min), _worst(tail_ess(x), np.min))
+
+
+def _worst(values, reduce) -> float:
+    """``reduce`` over ``values``, NaN if any value is NaN (``np.max`` / ``np.min`` propagate it)."""
+    return float(reduce(np.asarray(values, dtype=float)))
 
 
 def _per_quantity(fn, x: np.ndarray) -> float | np.ndarray:

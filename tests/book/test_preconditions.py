@@ -46,3 +46,13 @@ def test_min_p_of_mann_whitney_matches_scipy():
 def test_three_splits_cannot_reach_significance():
     gate = pc.test_can_reach("wilcoxon", 3)
     assert gate.met is False and gate.measured == "0.25"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_diagnostic_fails_and_is_shown_as_such(bad):
+    rhat, bulk, tail = pc.chains_mixed(bad, bad, bad)
+    assert not (rhat.met or bulk.met or tail.met)
+    if np.isnan(bad):
+        assert rhat.measured.startswith("NaN") and "stuck" in rhat.measured
+    else:
+        assert rhat.measured == "inf"

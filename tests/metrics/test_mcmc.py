@@ -173,3 +173,19 @@ def test_too_short_chains_are_refused():
         bulk_ess(np.zeros((2, 3)))
     with pytest.raises(ValueError):
         split_rhat(np.zeros(7))
+
+
+def test_summary_does_not_hide_a_quantity_whose_chains_never_moved():
+    # issue 26: one quantity stuck at one value in every chain gave R-hat 1.0003 and ESS 3926,
+    # because the worst case skipped ArviZ's NaN for it
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(4, 500, 3))
+    x[:, :, 1] = 0.25
+    assert np.isnan(split_rhat(x)[1])
+    assert np.isnan(summary(x).rhat_max)  # (ArviZ's ESS of a constant is the draw count)
+    assert summary(x[..., [0, 2]]).rhat_max < 1.01  # the moving quantities alone look mixed
+
+
+def test_summary_of_chains_stuck_at_different_values_is_not_mixed():
+    x = np.repeat(np.arange(4.0)[:, None], 300, axis=1)  # chain c sits at value c
+    assert not summary(x).rhat_max <= 1.01  # NaN or infinite: either way not mixed
