@@ -65,6 +65,7 @@ def test_results_file_records_provenance(tmp_path):
     assert record["profile_values"]["n_steps"] == CH1["smoke"].n_steps
     assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40
     assert pv.chapter_package_dir(CH1["smoke"]).name == "ortho_skip"
+    assert record["computed_with"] == []  # no stage was cached during this run
 
 
 def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_notebook(tmp_path, monkeypatch):
