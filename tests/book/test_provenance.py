@@ -65,3 +65,62 @@ def test_results_file_records_provenance(tmp_path):
     assert record["profile_values"]["n_steps"] == CH1["smoke"].n_steps
     assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40
     assert pv.chapter_package_dir(CH1["smoke"]).name == "ortho_skip"
+    assert record["computed_with"] == []  # no stage was cached during this run
+
+
+def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_notebook(tmp_path, monkeypatch):
+    fake = tmp_path / "symlib"
+    files = {
+        "nn/mlp.py": "# shared\n",
+        "book/tables.py": "# layout\n",
+        "chapters/__init__.py": "",
+        "chapters/symmetries/__init__.py": "BOOK_ARCHITECTURES = []\n",
+        "chapters/symmetry_removal/experiment.py": "from symlib.chapters.symmetries import BOOK_ARCHITECTURES\n",
+        "chapters/sgm_vi/experiment.py": "# chapter 3\n",
+    }
+    for rel, text in files.items():
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(text)
+    monkeypatch.setattr(pv, "SYMLIB", fake)
+    assert pv.package_of_chapter("02a_symmetry_removal") == fake / "chapters" / "symmetry_removal"
+    assert pv.package_of_chapter("07_missing") is None and pv.package_of_chapter("exp") is None
+    assert pv.chapter_of("02a_symmetry_removal-optunets") == "02a_symmetry_removal"
+    stage = lambda: pv.stage_code_hash("02a_symmetry_removal-optunets")
+    before, unknown = stage(), pv.stage_code_hash("exp")
+    assert stage() == pv.stage_code_hash("02a_symmetry_removal"), "one hash per chapter"
+    (fake / "chapters/sgm_vi/experiment.py").write_text("# changed\n")
+    assert stage() == before, "another chapter's code does not make this one's entries stale"
+    assert pv.stage_code_hash("exp") != unknown, "an experiment of no chapter counts every chapter"
+    (fake / "book/tables.py").write_text("# changed\n")
+    assert stage() == before, "page layout changes no number"
+    (fake / "chapters/symmetries/__init__.py").write_text("BOOK_ARCHITECTURES = [1]\n")
+    after_import = stage()
+    assert after_import != before, "a chapter package it imports counts"
+    (fake / "nn/mlp.py").write_text("# changed\n")
+    assert stage() != after_import, "shared library code counts"
+
+
+def test_every_chapters_experiments_map_to_its_own_package():
+    """The cache learns a stage's chapter from the experiment name, ``<CHAPTER>[-<stage>]``: every
+    ``cached(...)`` call in a chapter names its experiment so, and CHAPTER maps to the package."""
+    import ast
+    import importlib
+
+    checked = 0
+    for path in sorted((pv.SYMLIB / "chapters").rglob("*.py")):
+        package = path.relative_to(pv.SYMLIB / "chapters").parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cached"):
+                continue
+            name = node.args[0]
+            parts = name.values if isinstance(name, ast.JoinedStr) else [name]
+            first = parts[0].value if isinstance(parts[0], ast.FormattedValue) else parts[0]
+            assert getattr(first, "id", None) == "CHAPTER", f"{path}:{node.lineno} names its experiment otherwise"
+            rest = parts[1] if len(parts) > 1 else None
+            assert rest is None or (isinstance(rest, ast.Constant) and rest.value.startswith("-")), path
+            chapter = importlib.import_module(f"symlib.chapters.{package}.experiment").CHAPTER
+            assert pv.package_of_chapter(chapter) == pv.SYMLIB / "chapters" / package, chapter
+            profiles = importlib.import_module(f"symlib.chapters.{package}").PROFILES
+            assert pv.chapter_package_dir(next(iter(profiles.values()))) == pv.SYMLIB / "chapters" / package
+            checked += 1
+    assert checked >= 9

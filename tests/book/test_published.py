@@ -125,3 +125,43 @@ def test_the_record_says_where_its_numbers_were_computed(tmp_path, monkeypatch):
     # and with nothing published before, publishing a re-render is refused
     with pytest.raises(ValueError, match="re-rendered from the cache"):
         pub.publish("01_ortho_skip", source=tmp_path / "again" / "results", dest=tmp_path / "elsewhere")
+
+
+def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path, monkeypatch):
+    """A re-render (or SYMLIB_KEEP_STALE) that served entries computed by older code gets the
+    render-time code hash of today: the record's computed_with still says it is stale."""
+    from symlib.book import cache
+
+    config = _run(tmp_path)
+    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+                dest=tmp_path / "published")
+    record = pub.load("01_ortho_skip", tmp_path / "published")
+    assert record["provenance"]["computed_with"] == [] and pub.staleness(record, config) == []
+    now = {"code_hash": cache.stage_code_hash("01_ortho_skip"), "data_hash": cache.data_hash()}
+    group = lambda **hashes: {**now, "stages": ["01_ortho_skip"], "entries": 1, **hashes}
+    fresh = dict(record, provenance={**record["provenance"], "computed_with": [group()]})
+    assert pub.staleness(fresh, config) == []
+    unknown = dict(record, provenance={**record["provenance"], "computed_with": [group(code_hash=None, data_hash=None)]})
+    assert pub.staleness(unknown, config) == [], "entries from before the hashes: unknown, judged as before"
+    old = dict(record, provenance={**record["provenance"], "computed_with": [
+        group(), {**group(code_hash="0123456789abcdef"), "stages": ["01_ortho_skip-gap"]}]})
+    (reason,) = pub.staleness(old, config)
+    assert "computed with other code (hash 0123456789abcdef" in reason and "01_ortho_skip-gap" in reason
+    assert "from an older version of the code" in pub.tier_summary(old, pub.staleness(old, config))
+    other_data = dict(record, provenance={**record["provenance"], "computed_with": [group(data_hash="feedfacefeedface")]})
+    assert pub.staleness(other_data, config) == [
+        (f"its numbers were computed with other data (hash feedfacefeedface; this version's {now['data_hash']}) "
+        "in 01_ortho_skip")
+    ]
+
+
+def test_published_records_without_computed_with_stay_valid():
+    """The committed records predate computed_with: staleness judges them as before, no failure."""
+    import importlib
+
+    for path in sorted(pub.published_dir().glob("*.json")):
+        record = json.loads(path.read_text())
+        assert "computed_with" not in record["provenance"]
+        package = importlib.import_module(f"symlib.chapters.{path.stem.split('_', 1)[1]}")
+        assert pub._computed_with_reasons(record["chapter"], record["provenance"].get("computed_with")) == []
+        pub.staleness(record, package.PROFILES.get("full"))  # does not raise
