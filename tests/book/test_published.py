@@ -125,3 +125,11 @@ def test_the_record_says_where_its_numbers_were_computed(tmp_path, monkeypatch):
     # and with nothing published before, publishing a re-render is refused
     with pytest.raises(ValueError, match="re-rendered from the cache"):
         pub.publish("01_ortho_skip", source=tmp_path / "again" / "results", dest=tmp_path / "elsewhere")
+
+
+def test_an_unparsable_record_names_its_file(tmp_path):
+    # the issue: a broken published/full/*.json failed without saying which file
+    (tmp_path / "01_ortho_skip.json").write_text('{"chapter": "01_ortho_skip", <<<<<<< HEAD')
+    with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON.*make publish"):
+        pub.load("01_ortho_skip", tmp_path)
+    assert pub.load("02a_symmetry_removal", tmp_path) is None
