@@ -505,3 +505,29 @@ def test_real_run_commits_results_and_prints_no_kernel_warning(sandbox, short_tm
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     assert printed.startswith(str(short_tmp / f"symlib-nb-{os.getpid()}-"))  # the staging folder
     assert list(short_tmp.iterdir()) == []  # the run's folder went, sockets and all
+
+
+def test_build_takes_the_pages_from_the_redirected_folder(sandbox, monkeypatch, capsys):
+    # _toc.yml lists executed/ in the checkout: build mirrors $SYMLIB_EXECUTED there
+    pages = sandbox / "pages"
+    pages.mkdir()
+    (pages / "00_symmetries.ipynb").write_text("this run's page")
+    (pages / "reproducibility.ipynb").write_text("this run's ledger")
+    (sandbox / "executed").mkdir()
+    (sandbox / "executed" / "01_ortho_skip.ipynb").write_text("an older in-tree run")
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(pages))
+    pipeline._in_tree_pages()
+    tree = sandbox / "executed"
+    assert (tree / "00_symmetries.ipynb").read_text() == "this run's page"
+    assert (tree / "reproducibility.ipynb").read_text() == "this run's ledger"
+    assert "has not been executed" in (tree / "01_ortho_skip.ipynb").read_text()  # not the older run
+    assert "SYMLIB_EXECUTED=" in capsys.readouterr().out
+
+
+def test_build_refuses_a_read_only_checkout_by_name(sandbox, monkeypatch):
+    blocker = sandbox / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setattr(pipeline, "EXECUTED", blocker)
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(sandbox / "pages"))
+    with pytest.raises(SystemExit, match="build: cannot copy the notebooks of SYMLIB_EXECUTED=.*writable copy of the checkout"):
+        pipeline._in_tree_pages()
