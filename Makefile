@@ -10,6 +10,7 @@
 #   make linkcheck                     check every internal link and anchor of the built book (offline)
 #   make browser-test                  open every built page in headless Chromium
 #   make clean                         remove executed notebooks, results, the cache and the build
+#                                      (wherever SYMLIB_EXECUTED / SYMLIB_RESULTS / SYMLIB_CACHE point)
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -77,6 +78,12 @@ linkcheck: $(STAMP)
 browser-test: $(STAMP)
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py
 
+# SYMLIB_CACHE, SYMLIB_RESULTS and SYMLIB_EXECUTED are honoured (python -m symlib.book.pipeline
+# clean). Without $(VENV) the library cannot run: the checkout's own folders are removed, and a
+# redirected folder is reported as left alone (an error), not skipped in silence.
 clean:
-	rm -rf _build executed results book/_static/mathjax
-	$(PY) -c "from symlib.cache import clear; clear()" 2>/dev/null || rm -rf .cache/symlib
+	@if [ -x $(PY) ]; then $(PY) -m symlib.book.pipeline clean; else \
+	  echo "no $(PY): removing the checkout's _build, executed, results, .cache/symlib only"; \
+	  rm -rf _build executed results book/_static/mathjax .cache/symlib; \
+	  if [ -n "$$SYMLIB_CACHE$$SYMLIB_RESULTS$$SYMLIB_EXECUTED" ]; then \
+	    echo "error: SYMLIB_CACHE / SYMLIB_RESULTS / SYMLIB_EXECUTED are set, and cleaning them needs the library: run make install (or VENV=path/to/venv make clean)" >&2; exit 1; fi; fi

@@ -75,6 +75,7 @@ __all__ = [
     "fingerprint",
     "keep_stale",
     "merge_used_entries",
+    "remove_stale_tmp",
     "usage_mark",
     "used_entries",
 ]
@@ -455,8 +456,13 @@ def _quarantine(path: pathlib.Path, identity: os.stat_result, reason: str) -> No
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or all of the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``data`` to ``path`` so that readers see either the old file or all of the new one.
+
+    The temporary file is ``.<name>.<pid>.<random>.tmp``: the writer's process id lets
+    :func:`remove_stale_tmp` tell the leftover of a killed writer (``kill -9`` runs no cleanup)
+    from a write in progress.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -476,6 +482,83 @@ def _atomic_write(path: pathlib.Path, data: bytes) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+STALE_TMP_AGE_S = 600.0
+"""A temporary file younger than this is never removed, whatever its process id says (a guard
+against a process id seen from another machine or container sharing the folder)."""
+LEGACY_TMP_AGE_S = 86_400.0
+"""A temporary file without a process id in its name (written before ids were recorded) is
+removed once it is this old."""
+
+
+def remove_stale_tmp(directory: str | os.PathLike | None = None, *, min_age_s: float = STALE_TMP_AGE_S) -> list[pathlib.Path]:
+    """Remove temporary files that killed writers left in ``directory`` and its subfolders.
+
+    A write interrupted by ``kill -9`` (or an OOM kill, a power cut) leaves its hidden
+    ``.<name>.<pid>.<random>.tmp`` (:func:`_atomic_write`) behind, possibly hundreds of MB. Such
+    a file is removed when its process is gone and it is older than ``min_age_s``; one without a
+    process id in its name when older than :data:`LEGACY_TMP_AGE_S`. Files of live processes are
+    kept. Errors (a read-only cache, a file removed meanwhile) are ignored: this is tidying, and
+    must never stop a run. Used by the book's pipeline on start, on the cache, results and
+    executed-notebook folders.
+
+    Args:
+        directory: default :func:`cache_dir`; the folder itself and its immediate subfolders (the
+            cache's experiment folders) are searched.
+        min_age_s: the age guard, seconds since the file was last modified.
+
+    Returns:
+        The files removed.
+    """
+    import time
+
+    root = pathlib.Path(directory) if directory is not None else cache_dir()
+    if not root.is_dir():
+        return []
+    now = time.time()
+    removed = []
+    try:
+        folders = [root, *(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())]
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            candidates = list(folder.glob(".*.tmp"))
+        except OSError:
+            continue
+        for path in candidates:
+            try:
+                info = path.lstat()
+                if not path.is_file() or path.is_symlink() or info.st_uid != os.getuid():
+                    continue
+                pid = _tmp_pid(path.name)
+                age = now - info.st_mtime
+                stale = age > LEGACY_TMP_AGE_S if pid is None else age > min_age_s and not _pid_alive(pid)
+                if stale:
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def _tmp_pid(name: str) -> int | None:
+    """The writer's process id in ``.<name>.<pid>.<random>.tmp``, or None."""
+    parts = name[: -len(".tmp")].rsplit(".", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows: assume alive
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: an existence check only
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or not a pid at all: leave it)
+    return True
 
 
 def _rmdir_if_empty(path: pathlib.Path) -> None:

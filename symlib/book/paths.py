@@ -9,9 +9,12 @@ checkout has no project root: defaults then fall back to the working directory.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-__all__ = ["project_root", "project_root_or_cwd"]
+__all__ = ["EXECUTED_VARIABLE", "executed_dir", "project_root", "project_root_or_cwd"]
+
+EXECUTED_VARIABLE = "SYMLIB_EXECUTED"
 
 
 def _is_root(path: Path) -> bool:
@@ -30,3 +33,12 @@ def project_root() -> Path | None:
 def project_root_or_cwd() -> Path:
     """:func:`project_root`, or the working directory when there is no checkout."""
     return project_root() or Path.cwd().resolve()
+
+
+def executed_dir() -> Path:
+    """Where executed notebooks go: ``$SYMLIB_EXECUTED`` if set and not empty (``~`` expanded,
+    a relative path taken against the working directory), else ``executed/`` in the checkout."""
+    env = os.environ.get(EXECUTED_VARIABLE)
+    if env:
+        return Path(env).expanduser().absolute()
+    return project_root_or_cwd() / "executed"

@@ -3,24 +3,38 @@
     python -m symlib.book.pipeline execute [--profile quick] [--seed 0] [--device auto] [CHAPTER ...]
     python -m symlib.book.pipeline build
     python -m symlib.book.pipeline chapters
+    python -m symlib.book.pipeline clean
 
 ``execute`` turns each MyST notebook (``notebooks/NN_name.md``, jupytext) into an ``.ipynb``,
 runs it with papermill (parameters ``profile``, ``seed``, ``device``) and post-processes it into
-``executed/NN_name.ipynb``: the parameter cells are hidden from the page and stderr (progress
-bars, warnings) is dropped, after any cache-corruption warning in it has been printed. A failed
-run leaves the previous executed notebook untouched and keeps the failed one as
-``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
+``executed/NN_name.ipynb`` (``$SYMLIB_EXECUTED`` if set): the parameter cells are hidden from
+the page and stderr (progress bars, warnings) is dropped, after any cache-corruption warning in
+it has been printed. The kernel writes the chapter's results file into a staging folder
+(``$SYMLIB_RESULTS_STAGING``); only once the whole notebook has run are the results file and the
+executed notebook moved into place, one right after the other (SIGINT and SIGTERM held back
+meanwhile), so an interrupted run leaves the previous run's pair, never a mix. A failed run
+(an error in a cell, or a kernel that died) leaves both untouched, names the chapter and keeps
+the failed notebook as ``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
 (``book/reproducibility.md``) is executed last so it sees every chapter's results file.
 
 ``build`` copies MathJax from its registry package into ``book/_static`` (the book renders
-math offline), writes a placeholder for any chapter not executed in this checkout, and runs
-``jupyter-book build --all -W --keep-going``.
+math offline), writes a placeholder for any chapter not executed, and runs
+``jupyter-book build --all -W --keep-going``. The book is built inside the checkout
+(``_toc.yml`` points at ``executed/``, the pages go to ``_build/``): with ``$SYMLIB_EXECUTED``
+set, ``build`` first mirrors that folder's notebooks into the checkout's ``executed/``.
 
-Relative ``SYMLIB_CACHE``, ``SYMLIB_RESULTS`` and ``SYMLIB_DATA`` are taken relative to the
-directory the command was run from (kernels run in ``notebooks/`` or ``book/``), and the
-results and cache directories must be writable before a chapter starts. Each kernel runs in a
-``symlib-nb-<pid>-*`` temporary folder (with its connection file), removed when the run ends,
-fails or is interrupted (Ctrl-C, SIGTERM); one left by a killed run is removed by the next.
+``clean`` removes the build, the executed notebooks, the results files and the cache, wherever
+``SYMLIB_EXECUTED``, ``SYMLIB_RESULTS`` and ``SYMLIB_CACHE`` point (in a folder of the user's
+only the files the book writes there).
+
+Relative ``SYMLIB_CACHE``, ``SYMLIB_RESULTS``, ``SYMLIB_EXECUTED`` and ``SYMLIB_DATA`` are taken
+relative to the directory the command was run from (kernels run in ``notebooks/`` or
+``book/``), and the executed, results and cache directories must be writable before a chapter
+starts (the cache need not be with ``--cached-only``, which only reads it). Each kernel runs in a
+``symlib-nb-<pid>-*`` temporary folder (with its connection file and, on POSIX, its IPC
+sockets), removed when the run ends, fails or is interrupted (Ctrl-C, SIGTERM); one left by a
+killed run is removed by the next, as are the temporary files of killed writers in the cache,
+results and executed folders (:func:`symlib.book.cache.remove_stale_tmp`).
 """
 
 from __future__ import annotations
@@ -36,18 +50,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from symlib.book.paths import project_root_or_cwd
+from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
 
 ROOT = project_root_or_cwd()
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "executed"
+"""The checkout's executed notebooks: the default of ``$SYMLIB_EXECUTED``, and what ``_toc.yml`` builds."""
 REPRO_PAGE = ROOT / "book" / "reproducibility.md"
 MATHJAX_DEST = ROOT / "book" / "_static" / "mathjax"
 PROFILES = ("smoke", "quick", "full", "paper")
 
 HIDDEN_TAGS = {"parameters", "injected-parameters"}
-PATH_VARIABLES = ("SYMLIB_CACHE", "SYMLIB_RESULTS", "SYMLIB_DATA")
+PATH_VARIABLES = ("SYMLIB_CACHE", "SYMLIB_RESULTS", "SYMLIB_DATA", EXECUTED_VARIABLE)
 TMP_PREFIX = "symlib-nb-"
+MAX_IPC_PATH = 100  # a Unix socket path holds at most 107 bytes; ZeroMQ appends "-<n>"
 
 
 def chapters() -> list[str]:
@@ -64,12 +80,18 @@ def _source(name: str) -> Path:
     return path
 
 
+def executed_dir() -> Path:
+    """``$SYMLIB_EXECUTED`` (absolute) if set and not empty, else :data:`EXECUTED`."""
+    env = os.environ.get(EXECUTED_VARIABLE)
+    return Path(env).expanduser().absolute() if env else EXECUTED
+
+
 def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _absolute_path_variables() -> None:
-    """Make relative ``SYMLIB_CACHE`` / ``SYMLIB_RESULTS`` / ``SYMLIB_DATA`` absolute.
+    """Make relative ``SYMLIB_CACHE`` / ``SYMLIB_RESULTS`` / ``SYMLIB_EXECUTED`` / ``SYMLIB_DATA`` absolute.
 
     Kernels inherit the environment but run in ``notebooks/`` (``book/`` for the
     reproducibility page), where a relative path would point somewhere else than where the user
@@ -102,7 +124,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _remove_stale_tmp() -> None:
-    """Remove ``symlib-nb-<pid>-*`` folders of ours whose process is gone (a killed run's)."""
+    """Remove what killed runs left: ``symlib-nb-<pid>-*`` folders of ours whose process is gone,
+    and temporary files of dead writers in the cache, results and executed folders."""
+    from symlib.book.cache import cache_dir, remove_stale_tmp
+    from symlib.book.results import results_dir
+
+    for folder in {cache_dir(), results_dir(), executed_dir()}:
+        remove_stale_tmp(folder)
     if os.name != "posix":  # os.kill(pid, 0) would terminate the process on Windows
         return
     for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
@@ -165,72 +193,165 @@ def _postprocess(nb) -> None:
             cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
 
 
+def _kernel_config(folder: Path):
+    """The kernel's connection file inside ``folder`` (so nothing outlives the run) and, on
+    POSIX, IPC transport with its sockets there too: over TCP ipykernel warns on every notebook
+    that it runs "without encryption"; IPC sockets are files only this user can reach."""
+    from traitlets.config import Config
+
+    manager = {"connection_file": str(folder / "kernel.json")}
+    ipc = folder / "ipc"
+    if os.name == "posix" and len(str(ipc)) <= MAX_IPC_PATH:  # else TCP: it works, with the warning
+        manager.update(transport="ipc", ip=str(ipc))
+    return Config({"KernelManager": manager})
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    """Set ``$name`` for what starts inside the block (the kernel inherits it), then restore it."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _failure(name: str, reason: str, out: Path, failed: Path, target: Path) -> SystemExit:
+    """The "execution failed" exit naming the chapter; keeps the failed notebook if one was saved."""
+    import nbformat
+
+    if out.exists():
+        _report_cache_warnings(name, nbformat.read(out, as_version=4))
+        shutil.copyfile(out, failed)
+        kept = f"The failed notebook is at {_shown(failed)}"
+    else:
+        kept = "No notebook was saved"
+    return SystemExit(f"{name}: execution failed ({reason}).\n{kept}; {_shown(target)} was left as it was.")
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM back (delivered on exit), so two renames are not split by them."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _durable_copy(src: Path, dst: Path) -> None:
+    shutil.copyfile(src, dst)
+    with open(dst, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def _commit(nb, staging: Path, target: Path, results: Path) -> list[Path]:
+    """Move the run's results files (from ``staging``) and its executed notebook into place.
+
+    Everything is first written beside its destination as ``.<name>.<pid>.commit.tmp`` (the
+    pid lets a later run remove them if this one is killed), then renamed into place, results
+    first, with SIGINT/SIGTERM held back so both renames happen or, failing before, neither.
+
+    Returns:
+        The files put in place.
+    """
+    import nbformat
+
+    tag = f"{os.getpid()}.commit.tmp"
+    pending: list[tuple[Path, Path]] = []
+    try:
+        for staged in sorted(staging.glob("*.json")):
+            results.mkdir(parents=True, exist_ok=True)
+            pending.append((results / f".{staged.name}.{tag}", results / staged.name))
+            _durable_copy(staged, pending[-1][0])
+        pending.append((target.parent / f".{target.name}.{tag}", target))
+        nbformat.write(nb, pending[-1][0])
+        with _signals_held():
+            for tmp, dest in pending:
+                os.replace(tmp, dest)  # atomic: a reader never sees half a file
+    finally:
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+    return [dest for _, dest in pending]
+
+
 def execute(name: str, *, profile: str, seed: int, device: str) -> float:
-    """Execute one notebook into ``executed/``; returns its wall time in seconds.
+    """Execute one notebook into :func:`executed_dir`; returns its wall time in seconds.
 
     Relative path variables are made absolute against the current directory first (this
-    changes ``os.environ``), and a chapter refuses to start if its results or cache directory
-    cannot be written.
+    changes ``os.environ``), and a chapter refuses to start if its executed, results or cache
+    directory cannot be written (the cache may be read-only with ``--cached-only``). The
+    chapter's results file and executed notebook are put in place together once the notebook
+    has run (:func:`_commit`).
     """
     import jupytext
     import nbformat
     import papermill
-    from traitlets.config import Config
+    from nbclient.exceptions import DeadKernelError
+
+    from symlib.book.cache import cached_only
+    from symlib.book.results import STAGING_VAR, results_dir
 
     source = _source(name)
     _absolute_path_variables()
     if name != "reproducibility":  # the page only reads results
         _check_writable("SYMLIB_RESULTS", ROOT / "results")
-        _check_writable("SYMLIB_CACHE", ROOT / ".cache" / "symlib")
+        if not cached_only():  # a re-render only reads the cache: a read-only one will do
+            _check_writable("SYMLIB_CACHE", ROOT / ".cache" / "symlib")
+    _check_writable(EXECUTED_VARIABLE, EXECUTED)
     _remove_stale_tmp()
-    EXECUTED.mkdir(exist_ok=True)
+    executed_folder = executed_dir()
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    target = EXECUTED / f"{name}.ipynb"
-    failed = EXECUTED / f"{name}.failed.ipynb"
+    target = executed_folder / f"{name}.ipynb"
+    failed = executed_folder / f"{name}.failed.ipynb"
     start = time.perf_counter()
     # the pid in the name lets a later run tell a killed run's folder from a running one's
     with (
         _sigterm_exits(),
         tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp,
     ):
-        inp, out = Path(tmp) / "input.ipynb", Path(tmp) / "output.ipynb"
+        inp, out, staging = Path(tmp) / "input.ipynb", Path(tmp) / "output.ipynb", Path(tmp) / "results"
         nbformat.write(nb, inp)
-        # the kernel's connection file goes into the folder too, so nothing outlives it
-        kernel_file = Config({"KernelManager": {"connection_file": str(Path(tmp) / "kernel.json")}})
+        staging.mkdir()
         try:
-            papermill.execute_notebook(
-                str(inp),
-                str(out),
-                parameters={"profile": profile, "seed": seed, "device": device},
-                kernel_name="python3",
-                cwd=str(source.parent),
-                progress_bar=True,  # which cell of which chapter, on the console (item: silent builds)
-                log_output=False,
-                # the kernel's stderr (an experiment's tqdm bar, warnings) goes to the console as it
-                # comes; the page drops it (_postprocess)
-                stderr_file=sys.stderr,
-                config=kernel_file,
-            )
+            with _environ(STAGING_VAR, str(staging)):
+                papermill.execute_notebook(
+                    str(inp),
+                    str(out),
+                    parameters={"profile": profile, "seed": seed, "device": device},
+                    kernel_name="python3",
+                    cwd=str(source.parent),
+                    progress_bar=True,  # which cell of which chapter, on the console (item: silent builds)
+                    log_output=False,
+                    # the kernel's stderr (an experiment's tqdm bar, warnings) goes to the console as it
+                    # comes; the page drops it (_postprocess)
+                    stderr_file=sys.stderr,
+                    config=_kernel_config(Path(tmp)),
+                )
         except papermill.PapermillExecutionError as err:
-            if out.exists():
-                _report_cache_warnings(name, nbformat.read(out, as_version=4))
-                shutil.copyfile(out, failed)
-            raise SystemExit(
-                f"{name}: execution failed ({err.ename}: {err.evalue}).\n"
-                f"The failed notebook is at {_shown(failed)}; {_shown(target)} was left as it was."
-            ) from None
+            raise _failure(name, f"{err.ename}: {err.evalue}", out, failed, target) from None
+        except DeadKernelError as err:
+            reason = (f"the kernel died, {type(err).__name__}: {err}; out of memory, a crash in "
+                      "compiled code (e.g. a damaged compiled Stan model) or a kill")
+            raise _failure(name, reason, out, failed, target) from None
         executed = nbformat.read(out, as_version=4)
         _report_cache_warnings(name, executed)
         _postprocess(executed)
-        staged = EXECUTED / f".{name}.ipynb.tmp"
-        nbformat.write(executed, staged)
-        os.replace(staged, target)  # atomic: a reader never sees half a notebook
+        _commit(executed, staging, target, results_dir())
     failed.unlink(missing_ok=True)
     return time.perf_counter() - start
 
 
-def _placeholder(name: str) -> None:
+def _placeholder(name: str, folder: Path) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -241,7 +362,7 @@ def _placeholder(name: str) -> None:
             f"```\nmake chapter CHAPTER={name}\n```\n\nto execute it and rebuild the book."
         )
     ]
-    nbformat.write(nb, EXECUTED / f"{name}.ipynb")
+    nbformat.write(nb, folder / f"{name}.ipynb")
 
 
 def copy_mathjax() -> Path:
@@ -257,21 +378,97 @@ def copy_mathjax() -> Path:
     return MATHJAX_DEST
 
 
+def _in_tree_pages() -> None:
+    """Put the pages to build into the checkout's ``executed/`` (what ``_toc.yml`` lists).
+
+    With ``$SYMLIB_EXECUTED`` set, its notebooks are copied in; a chapter it lacks gets a
+    placeholder (the build shows what that folder holds, not an older in-tree run). The
+    reproducibility page is executed first if it is missing.
+    """
+    _absolute_path_variables()
+    source = executed_dir()
+    mirrored = source.resolve() != EXECUTED.resolve()
+    if mirrored:
+        try:
+            EXECUTED.mkdir(exist_ok=True)
+            with tempfile.TemporaryFile(dir=EXECUTED):
+                pass
+        except OSError as err:
+            raise SystemExit(
+                f"build: cannot copy the notebooks of {EXECUTED_VARIABLE}={source} into {EXECUTED} "
+                f"({err.strerror or err}). The book is built inside the checkout (_toc.yml lists "
+                "executed/, the pages go to _build/): build from a writable copy of the checkout"
+            ) from None
+        print(f"[symlib] build: {EXECUTED_VARIABLE}={source}: copying its notebooks into {_shown(EXECUTED)} "
+              "(_toc.yml lists the pages there)", flush=True)
+    EXECUTED.mkdir(exist_ok=True)
+    if not (source / "reproducibility.ipynb").exists():
+        execute("reproducibility", profile="quick", seed=0, device="cpu")
+    for name in chapters() + ["reproducibility"]:
+        page = source / f"{name}.ipynb"
+        if not page.exists():
+            _placeholder(name, EXECUTED)
+        elif mirrored:
+            shutil.copyfile(page, EXECUTED / page.name)
+
+
 def build() -> None:
     copy_mathjax()
     shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)  # no stale pages from earlier builds
-    EXECUTED.mkdir(exist_ok=True)
-    for name in chapters() + ["reproducibility"]:
-        if not (EXECUTED / f"{name}.ipynb").exists():
-            if name == "reproducibility":
-                execute(name, profile="quick", seed=0, device="cpu")
-            else:
-                _placeholder(name)
+    _in_tree_pages()
     cmd = [sys.executable, "-m", "jupyter_book", "build", str(ROOT), "--all", "-W", "--keep-going"]
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
     if jb:
         cmd = [jb, "build", str(ROOT), "--all", "-W", "--keep-going"]
     subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def _remove_outputs(folder: Path, names: list[str], suffixes: tuple[str, ...], *, whole: bool) -> None:
+    """Remove the book's outputs from ``folder``: all of it when it is the checkout's own
+    (``whole``), else only ``<name><suffix>`` files and our temporary files, then the folder if
+    left empty (a mistyped variable pointing at a folder of the user's cannot wipe it)."""
+    if whole:
+        if folder.exists():
+            shutil.rmtree(folder)
+        return
+    if not folder.is_dir():
+        return
+    for name in names:
+        for suffix in suffixes:
+            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+    for tmp in folder.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+def clean() -> list[Path]:
+    """Remove the build, MathJax's copy, the executed notebooks, the results files and the cache.
+
+    The folders ``SYMLIB_EXECUTED``, ``SYMLIB_RESULTS`` and ``SYMLIB_CACHE`` name are cleaned as
+    well as the checkout's own; in a folder a variable names only the book's own files go
+    (:func:`symlib.book.cache.clear` for the cache). The checkout's ``executed/`` and
+    ``results/`` go whole. Errors are raised,
+    not hidden. Returns the folders cleaned.
+    """
+    from symlib.book.cache import cache_dir, clear
+    from symlib.book.results import results_dir
+
+    _absolute_path_variables()
+    names = chapters() + ["reproducibility"]
+    for folder in (ROOT / "_build", MATHJAX_DEST):
+        _remove_outputs(folder, [], (), whole=True)
+    # the checkout's own folders too: an earlier run's, and the build's copies of the pages
+    executed = sorted({EXECUTED, executed_dir()})
+    results = sorted({ROOT / "results", results_dir()})
+    caches = sorted({ROOT / ".cache" / "symlib", cache_dir()})
+    for folder in executed:
+        _remove_outputs(folder, names, (".ipynb", ".failed.ipynb"), whole=folder == EXECUTED)
+    for folder in results:
+        _remove_outputs(folder, names, (".json",), whole=folder == ROOT / "results")
+    for folder in caches:
+        clear(folder)  # only the cache's own files, wherever it is
+    return [ROOT / "_build", MATHJAX_DEST, *executed, *results, *caches]
 
 
 def _default_jobs(profile: str, device: str) -> None:
@@ -301,9 +498,14 @@ def main(argv=None) -> None:
                          "on a machine without one); a miss fails the chapter")
     sub.add_parser("build", help="build the book into _build/html")
     sub.add_parser("chapters", help="list chapter names")
+    sub.add_parser("clean", help="remove the build, executed notebooks, results and cache "
+                                 "(honours SYMLIB_EXECUTED, SYMLIB_RESULTS, SYMLIB_CACHE)")
     args = parser.parse_args(argv)
     if args.command == "chapters":
         print("\n".join(chapters()))
+    elif args.command == "clean":
+        for folder in clean():
+            print(f"[symlib] clean: {_shown(folder)}", flush=True)
     elif args.command == "execute":
         if args.cached_only:
             from symlib.book.cache import CACHED_ONLY_VARIABLE

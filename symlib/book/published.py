@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from symlib.book.data import data_hash
-from symlib.book.paths import project_root_or_cwd
+from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash, stage_code_hash
 from symlib.book.results import outcome, results_dir
 
@@ -45,7 +45,7 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
         ValueError: the results file is not of a `full` run, or has no provenance.
     """
     source = Path(source) if source is not None else results_dir()
-    executed = Path(executed) if executed is not None else project_root_or_cwd() / "executed"
+    executed = Path(executed) if executed is not None else executed_dir()
     dest = Path(dest) if dest is not None else published_dir()
     path = source / f"{chapter}.json"
     if not path.is_file():
@@ -113,9 +113,21 @@ def _extract_figures(notebook: Path, folder: Path) -> list[str]:
 
 
 def load(chapter: str, directory: Path | None = None) -> dict | None:
-    """The published `full` record of ``chapter``, or None."""
+    """The published `full` record of ``chapter``, or None.
+
+    Raises:
+        ValueError: the file is not valid JSON (e.g. cut short, or a merge conflict left in it);
+            the message names the file and how to restore it.
+    """
     path = (Path(directory) if directory is not None else published_dir()) / f"{chapter}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    fix = f"restore it (`git checkout -- {path.name}` in {path.parent}) or republish: `make publish CHAPTER={chapter}`"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ValueError(f"published record {path} is not valid JSON ({err}); {fix}") from None
+    return record
 
 
 def staleness(record: dict, current_profile, notebook: Path | None = None) -> list[str]:

@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 ENV_VAR = "SYMLIB_RESULTS"
+STAGING_VAR = "SYMLIB_RESULTS_STAGING"
+"""Set by ``python -m symlib.book.pipeline`` for its kernels: where :meth:`ChapterResults.write`
+puts the results file until the pipeline moves it into place with the executed notebook."""
 
 
 def results_dir() -> Path:
@@ -300,13 +303,23 @@ class ChapterResults:
         }
 
     def write(self, directory: str | Path | None = None) -> Path:
-        """Atomically write ``<directory>/<chapter>.json`` (default :func:`results_dir`)."""
+        """Atomically write ``<directory>/<chapter>.json``.
+
+        The default directory is :func:`results_dir`, except under the book's pipeline: it sets
+        ``$SYMLIB_RESULTS_STAGING`` to a folder of its own, and moves the file from there into
+        :func:`results_dir` together with the executed notebook once the whole notebook has run,
+        so that a run killed in its last cells leaves neither (the previous run's results and
+        page stay, a matching pair). A notebook run by hand writes to :func:`results_dir`.
+        """
         if not self.claims:
             raise ValueError(f"{self.chapter}: refusing to write a results file with an empty claims ledger")
-        directory = Path(directory) if directory is not None else results_dir()
+        if directory is None:
+            directory = os.environ.get(STAGING_VAR) or results_dir()
+        directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.chapter}.json"
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.chapter}.", suffix=".tmp")
+        # the pid lets a later run remove this file if the process is killed mid-write
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.chapter}.json.{os.getpid()}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as fh:
                 json.dump(self.to_dict(), fh, indent=2, allow_nan=False)

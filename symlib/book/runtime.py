@@ -22,7 +22,10 @@ from symlib.book.results import ChapterResults, check_writable
 __all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
-SEED_LIMIT = 2**63  # seeds must fit a signed 64-bit integer (torch.Generator.manual_seed)
+SEED_LIMIT = 2**32
+"""Seeds are below 2**32: chapters derive generator seeds by arithmetic on the run's seed (chapter
+5: ``seed * 1000 + k``), which must still fit torch's signed 64-bit generator seed, and numpy's
+legacy ``RandomState`` takes no more than 32 bits."""
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -81,17 +84,22 @@ def torch_threads(n: int | None):
 
 
 def check_seed(seed) -> int:
-    """The run's seed as an ``int`` in ``[0, 2**63)`` (bools and floats are refused, not rounded).
+    """The run's seed as an ``int`` in ``[0, 2**32)`` (bools and floats are refused, not rounded).
 
-    The upper bound is that of a signed 64-bit integer, which ``torch.Generator.manual_seed``
-    needs; a larger seed would otherwise fail mid-run with "Overflow when unpacking long long".
+    The bound (:data:`SEED_LIMIT`) leaves room for the arithmetic chapters do on the seed before
+    it reaches ``torch.Generator.manual_seed`` (a signed 64-bit integer); a larger seed would
+    otherwise pass here and fail mid-run with "Overflow when unpacking long long".
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be a non-negative integer; got {seed!r} of type {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed}")
     if seed >= SEED_LIMIT:
-        raise ValueError(f"seed must be below 2**63 = {SEED_LIMIT} (a 64-bit seed); got {seed}")
+        raise ValueError(
+            f"seed must be below 2**32 = {SEED_LIMIT}; got {seed}. Chapters derive further seeds "
+            "from it (e.g. seed * 1000 + k), which must still fit torch's 64-bit generator seed; "
+            "pick a smaller seed (papermill: -p seed 1)"
+        )
     return seed
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "show_ledger",
     "show_table",
     "table_anchor",
+    "without_timing",
 ]
 
 STATUS = {
@@ -47,6 +48,23 @@ STATUS = {
     "—": ("·", "absent"),
 }
 """Verdict -> (symbol, CSS class suffix): the ledger never relies on colour alone."""
+
+
+TIMING_COLUMN = re.compile(r"\btime \(s\)")
+"""How a table names a wall-clock column: ``"time (s)"``, ``"train time (s)"``, ``"wall time (s)"``,
+``"time (s) se"``. Such a column measures the machine, not the method: two runs of the same
+numbers (a rerun, a run resumed from the cache, a serial and a parallel run) differ in it."""
+
+
+def is_timing_column(name) -> bool:
+    """Whether the column ``name`` holds wall-clock times (:data:`TIMING_COLUMN`)."""
+    return bool(TIMING_COLUMN.search(str(name)))
+
+
+def without_timing(frame):
+    """``frame`` without its wall-clock columns: what "the same results" means when two runs
+    are compared (their timings are shown, never compared)."""
+    return frame.drop(columns=[c for c in frame.columns if is_timing_column(c)])
 
 
 def chapter_label(chapter: str) -> str:

@@ -494,3 +494,51 @@ def test_computed_with_takes_only_the_chapter_and_entries_since_the_mark(tmp_pat
     cached("01_ortho_skip", "1", {"a": 2}, lambda: 2, directory=tmp_path)  # served again: one entry
     (group,) = cache.computed_with("01_ortho_skip", since=mark)
     assert group["stages"] == ["01_ortho_skip", "01_ortho_skip-gap"] and group["entries"] == 2
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_write_killed_mid_way_leaves_a_tmp_that_names_its_writer(tmp_path):
+    # kill -9 runs no cleanup: the issue found a hidden 130 MB .tmp left in the cache for good
+    script = (
+        "import os, pathlib, signal, sys\n"
+        "from symlib.book import cache\n"
+        "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "cache._atomic_write(pathlib.Path(sys.argv[1]) / 'k.pt', b'x' * 1000)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    assert child.wait() == -9
+    [tmp] = tmp_path.glob(".*.tmp")
+    assert tmp.name.startswith(f".k.pt.{child.pid}.")
+    assert cache.remove_stale_tmp(tmp_path) == []  # too recent: the age guard keeps it
+    old = tmp.stat().st_mtime - 2 * cache.STALE_TMP_AGE_S
+    os.utime(tmp, (old, old))
+    assert cache.remove_stale_tmp(tmp_path) == [tmp] and not tmp.exists()
+
+
+def test_stale_tmp_files_go_only_when_their_writer_is_dead_and_they_are_old(tmp_path):
+    folder = tmp_path / "00_symmetries"
+    folder.mkdir()
+    dead, now = _dead_pid(), os.path.getmtime(tmp_path)
+    old, ancient = now - 2 * cache.STALE_TMP_AGE_S, now - 2 * cache.LEGACY_TMP_AGE_S
+    files = {
+        "dead_old": (folder / f".k.pt.{dead}.ab12cd34.tmp", old),
+        "dead_recent": (folder / f".k.pt.{dead}.ef56gh78.tmp", now),  # the age guard keeps it
+        "live_old": (folder / f".k.pt.{os.getpid()}.ij90kl12.tmp", old),  # a write in progress
+        "legacy_ancient": (folder / ".k.pt.mn34op56.tmp", ancient),  # no pid: an older version's
+        "legacy_old": (folder / ".k.pt.qr78st90.tmp", old),
+        "top_dead_old": (tmp_path / f".00_symmetries.json.{dead}.commit.tmp", old),
+        "entry": (folder / "k.pt", ancient),  # not a temporary file
+    }
+    for path, mtime in files.values():
+        path.write_bytes(b"x")
+        os.utime(path, (mtime, mtime))
+    removed = cache.remove_stale_tmp(tmp_path)
+    gone = {name for name, (path, _) in files.items() if not path.exists()}
+    assert gone == {"dead_old", "legacy_ancient", "top_dead_old"}
+    assert sorted(removed) == sorted(files[name][0] for name in gone)
+    assert cache.remove_stale_tmp(tmp_path / "missing") == []

@@ -2,17 +2,20 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+from pathlib import Path
 
 import nbformat
 import papermill
 import pytest
 
 from symlib.book import pipeline
+from symlib.book.results import ChapterResults
 
 
 @pytest.fixture
@@ -20,6 +23,9 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "EXECUTED", tmp_path / "executed")
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    for var in ("SYMLIB_EXECUTED", "SYMLIB_RESULTS_STAGING", "SYMLIB_CACHED_ONLY"):
+        monkeypatch.setenv(var, "")  # recorded, so what a test's pipeline run sets is undone
+        monkeypatch.delenv(var)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # our own temp folders only
     return tmp_path
@@ -283,3 +289,245 @@ def test_kernel_stderr_reaches_the_console_not_the_page(sandbox, monkeypatch):
     assert calls[0]["stderr_file"] is sys.stderr and calls[0]["progress_bar"] is True
     nb = nbformat.read(sandbox / "executed" / "00_symmetries.ipynb", as_version=4)
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]
+
+
+# --------------------------------------------------------------- output folders, commit, failures
+
+
+def _kernel_writes_results(kwargs):
+    """What a chapter's kernel does in its ledger cell: write its results file (where it may)."""
+    r = ChapterResults("00_symmetries", "smoke", 0, "cpu")
+    r.add_claim("c", "a claim", "paper", "ours", None)
+    r.write()
+
+
+@pytest.mark.parametrize("chapter", ["00_symmetries", "reproducibility"])
+@pytest.mark.parametrize("below", [False, True])
+def test_unwritable_executed_folder_fails_before_the_chapter_runs(sandbox, monkeypatch, chapter, below):
+    # the issue: a read-only checkout ran the whole chapter, then died writing executed/
+    calls = fake_papermill(monkeypatch)
+    blocker = sandbox / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(blocker / "sub" if below else blocker))
+    with pytest.raises(SystemExit, match="^SYMLIB_EXECUTED: .*set SYMLIB_EXECUTED to a writable directory"):
+        pipeline.execute(chapter, profile="smoke", seed=0, device="cpu")
+    assert calls == []
+
+
+def test_executed_folder_can_be_redirected(sandbox, monkeypatch):
+    user = sandbox / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)
+    monkeypatch.setenv("SYMLIB_EXECUTED", "pages")  # relative: the user's directory, not notebooks/
+    fake_papermill(monkeypatch, _kernel_writes_results)
+    pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    assert os.environ["SYMLIB_EXECUTED"] == str(user / "pages")
+    assert {p.name for p in (user / "pages").iterdir()} == {"00_symmetries.ipynb", "reproducibility.ipynb"}
+    assert not (sandbox / "executed").exists()
+    assert json.loads((sandbox / "results" / "00_symmetries.json").read_text())["chapter"] == "00_symmetries"
+
+
+def test_results_and_page_are_put_in_place_together_after_the_notebook(sandbox, monkeypatch):
+    seen = {}
+
+    def kernel(kwargs):
+        _kernel_writes_results(kwargs)
+        # while the notebook runs (its last cells), the results file is only staged
+        seen["results"] = sorted(p.name for p in (sandbox / "results").glob("*"))
+        seen["staged"] = sorted(p.name for p in Path(os.environ["SYMLIB_RESULTS_STAGING"]).iterdir())
+
+    fake_papermill(monkeypatch, kernel)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert seen == {"results": [], "staged": ["00_symmetries.json"]}
+    assert (sandbox / "results" / "00_symmetries.json").exists()
+    assert (sandbox / "executed" / "00_symmetries.ipynb").exists()
+    assert "SYMLIB_RESULTS_STAGING" not in os.environ
+    leftovers = [p.name for folder in ("results", "executed") for p in (sandbox / folder).glob(".*")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), SystemExit(143)])
+def test_a_run_stopped_after_writing_results_keeps_the_previous_pair(sandbox, monkeypatch, stop):
+    (sandbox / "results").mkdir()
+    (sandbox / "executed").mkdir()
+    (sandbox / "results" / "00_symmetries.json").write_text("previous results")
+    (sandbox / "executed" / "00_symmetries.ipynb").write_text("previous page")
+
+    def killed_in_the_last_cells(kwargs):
+        _kernel_writes_results(kwargs)
+        raise stop
+
+    fake_papermill(monkeypatch, killed_in_the_last_cells)
+    with pytest.raises(type(stop)):
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert (sandbox / "results" / "00_symmetries.json").read_text() == "previous results"
+    assert (sandbox / "executed" / "00_symmetries.ipynb").read_text() == "previous page"
+    assert sorted(p.name for p in (sandbox / "results").iterdir()) == ["00_symmetries.json"]
+
+
+def test_a_dead_kernel_names_the_chapter_like_an_execution_error(sandbox, monkeypatch):
+    from nbclient.exceptions import DeadKernelError
+
+    (sandbox / "executed").mkdir()
+    previous = sandbox / "executed" / "00_symmetries.ipynb"
+    previous.write_text("previous page")
+
+    def die(kwargs):
+        raise DeadKernelError("Kernel died")
+
+    fake_papermill(monkeypatch, die)
+    with pytest.raises(SystemExit) as err:
+        pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    message = str(err.value)
+    assert message.startswith("00_symmetries: execution failed (the kernel died, DeadKernelError: Kernel died")
+    assert "The failed notebook is at " in message and "00_symmetries.failed.ipynb" in message
+    assert "was left as it was" in message and previous.read_text() == "previous page"
+    assert (sandbox / "executed" / "00_symmetries.failed.ipynb").exists()
+
+
+def test_cached_only_does_not_need_a_writable_cache(sandbox, monkeypatch):
+    # the issue: --cached-only refused a read-only cache that held every entry; a re-render
+    # only reads it (a cache path below a file stands for one no process may write, root included)
+    blocker = sandbox / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("SYMLIB_CACHE", str(blocker / "cache"))
+    calls = fake_papermill(monkeypatch, _kernel_writes_results)
+    with pytest.raises(SystemExit, match="^SYMLIB_CACHE: "):
+        pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    assert calls == []
+    pipeline.main(["execute", "--profile", "smoke", "--cached-only", "00_symmetries"])
+    assert len(calls) == 2 and (sandbox / "executed" / "00_symmetries.ipynb").exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="IPC transport and the process check are POSIX-only")
+def test_the_kernel_talks_over_ipc_inside_the_run_folder(sandbox, short_tmp, monkeypatch):
+    # over TCP ipykernel warns "running over TCP without encryption" on every notebook
+    calls = fake_papermill(monkeypatch)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    manager = calls[0]["config"]["KernelManager"]
+    folder = os.path.dirname(manager["connection_file"])
+    assert manager["transport"] == "ipc" and os.path.dirname(manager["ip"]) == folder
+    assert list(short_tmp.iterdir()) == []  # the sockets went with the run's folder
+
+
+def test_stale_tmp_files_are_removed_on_start(sandbox, monkeypatch):
+    from symlib.book import cache
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = os.path.getmtime(sandbox) - 2 * cache.STALE_TMP_AGE_S
+    stale = [sandbox / "cache" / "00_symmetries" / f".k.pt.{dead.pid}.abcd1234.tmp",
+             sandbox / "results" / f".00_symmetries.json.{dead.pid}.commit.tmp",
+             sandbox / "executed" / f".00_symmetries.ipynb.{dead.pid}.commit.tmp"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+        os.utime(path, (old, old))
+    fake_papermill(monkeypatch)
+    pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert [p for p in stale if p.exists()] == []
+
+
+def _notebook(folder, name, *cells):
+    header = textwrap.dedent(
+        """\
+        ---
+        jupytext:
+          text_representation:
+            extension: .md
+            format_name: myst
+            format_version: 0.13
+        kernelspec:
+          display_name: Python 3
+          language: python
+          name: python3
+        ---
+
+        ```{code-cell} python
+        :tags: [parameters]
+        profile = "quick"
+        seed = 0
+        device = "auto"
+        ```
+        """
+    )
+    body = "".join(f"\n```{{code-cell}} python\n{textwrap.dedent(c).strip()}\n```\n" for c in cells)
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.md").write_text(header + body)
+
+
+WRITE_RESULTS = """
+    from symlib.book.results import ChapterResults
+
+    r = ChapterResults("99_real", profile, seed, "cpu")
+    r.add_claim("c", "a claim", "paper", "ours", None)
+    print(r.write())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("last_cell", ["raise RuntimeError('boom in the last cell')",
+                                       "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"])
+def test_real_kernel_failing_after_its_results_cell_leaves_no_results(sandbox, monkeypatch, last_cell):
+    notebooks = sandbox / "notebooks"
+    _notebook(notebooks, "99_real", WRITE_RESULTS, last_cell)
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
+    with pytest.raises(SystemExit) as err:
+        pipeline.execute("99_real", profile="smoke", seed=0, device="cpu")
+    message = str(err.value)
+    died = "SIGKILL" in last_cell
+    assert message.startswith("99_real: execution failed (" + ("the kernel died, DeadKernelError" if died else "RuntimeError: boom"))
+    assert "was left as it was" in message
+    assert not (sandbox / "results" / "99_real.json").exists()  # staged, never put in place
+    assert _nb_folders(sandbox) == []
+
+
+@pytest.fixture
+def short_tmp(sandbox, monkeypatch):
+    """A short system temp folder: pytest's own paths are too long for the kernel's IPC sockets."""
+    folder = tempfile.mkdtemp(prefix="symlib-t", dir="/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    yield Path(folder)
+    monkeypatch.undo()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_real_run_commits_results_and_prints_no_kernel_warning(sandbox, short_tmp, monkeypatch, capfd):
+    notebooks = sandbox / "notebooks"
+    _notebook(notebooks, "99_real", WRITE_RESULTS)
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
+    pipeline.execute("99_real", profile="smoke", seed=0, device="cpu")
+    console = capfd.readouterr()
+    assert "without encryption" not in console.out + console.err
+    assert json.loads((sandbox / "results" / "99_real.json").read_text())["profile"] == "smoke"
+    nb = nbformat.read(sandbox / "executed" / "99_real.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    assert printed.startswith(str(short_tmp / f"symlib-nb-{os.getpid()}-"))  # the staging folder
+    assert list(short_tmp.iterdir()) == []  # the run's folder went, sockets and all
+
+
+def test_build_takes_the_pages_from_the_redirected_folder(sandbox, monkeypatch, capsys):
+    # _toc.yml lists executed/ in the checkout: build mirrors $SYMLIB_EXECUTED there
+    pages = sandbox / "pages"
+    pages.mkdir()
+    (pages / "00_symmetries.ipynb").write_text("this run's page")
+    (pages / "reproducibility.ipynb").write_text("this run's ledger")
+    (sandbox / "executed").mkdir()
+    (sandbox / "executed" / "01_ortho_skip.ipynb").write_text("an older in-tree run")
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(pages))
+    pipeline._in_tree_pages()
+    tree = sandbox / "executed"
+    assert (tree / "00_symmetries.ipynb").read_text() == "this run's page"
+    assert (tree / "reproducibility.ipynb").read_text() == "this run's ledger"
+    assert "has not been executed" in (tree / "01_ortho_skip.ipynb").read_text()  # not the older run
+    assert "SYMLIB_EXECUTED=" in capsys.readouterr().out
+
+
+def test_build_refuses_a_read_only_checkout_by_name(sandbox, monkeypatch):
+    blocker = sandbox / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setattr(pipeline, "EXECUTED", blocker)
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(sandbox / "pages"))
+    with pytest.raises(SystemExit, match="build: cannot copy the notebooks of SYMLIB_EXECUTED=.*writable copy of the checkout"):
+        pipeline._in_tree_pages()

@@ -165,3 +165,11 @@ def test_published_records_without_computed_with_stay_valid():
         package = importlib.import_module(f"symlib.chapters.{path.stem.split('_', 1)[1]}")
         assert pub._computed_with_reasons(record["chapter"], record["provenance"].get("computed_with")) == []
         pub.staleness(record, package.PROFILES.get("full"))  # does not raise
+
+
+def test_an_unparsable_record_names_its_file(tmp_path):
+    # the issue: a broken published/full/*.json failed without saying which file
+    (tmp_path / "01_ortho_skip.json").write_text('{"chapter": "01_ortho_skip", <<<<<<< HEAD')
+    with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON.*make publish"):
+        pub.load("01_ortho_skip", tmp_path)
+    assert pub.load("02a_symmetry_removal", tmp_path) is None

@@ -132,3 +132,13 @@ def test_check_writable(tmp_path, monkeypatch):
         monkeypatch.setenv("SYMLIB_RESULTS", str(bad))
         with pytest.raises(OSError, match=f"{bad}.*set SYMLIB_RESULTS to a writable directory"):
             check_writable()
+
+
+def test_under_the_pipeline_the_results_file_is_staged(tmp_path, monkeypatch):
+    # the pipeline moves it into results_dir() with the executed page once the notebook finished
+    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("SYMLIB_RESULTS_STAGING", str(tmp_path / "staging"))
+    assert _results().write() == tmp_path / "staging" / "00_test.json"
+    assert not (tmp_path / "results").exists()
+    monkeypatch.delenv("SYMLIB_RESULTS_STAGING")  # a notebook run by hand
+    assert _results().write() == tmp_path / "results" / "00_test.json"

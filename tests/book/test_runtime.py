@@ -63,13 +63,15 @@ def test_torch_threads_restores_even_on_error():
     assert torch.get_num_threads() == before
 
 
-def test_seed_must_fit_64_bits():
-    assert runtime.check_seed(2**63 - 1) == 2**63 - 1
-    for seed in (2**63, 99999999999999999999999):
-        with pytest.raises(ValueError, match="seed must be below 2\\*\\*63"):
+def test_seed_leaves_room_for_the_chapters_seed_arithmetic():
+    # the issue: 10**17 passed and then overflowed in chapter 5 (seed * 1000 + 2)
+    assert runtime.check_seed(2**32 - 1) == 2**32 - 1
+    torch.Generator().manual_seed((2**32 - 1) * 1000 + 5)  # chapter 5's largest derived seed fits
+    for seed in (2**32, 10**17, 2**63, 99999999999999999999999):
+        with pytest.raises(ValueError, match="seed must be below 2\\*\\*32 .*seed \\* 1000"):
             runtime.check_seed(seed)
-    with pytest.raises(ValueError, match="below 2\\*\\*63"):
-        runtime.start("00_symmetries", PROFILES, profile="smoke", seed=2**64, device="cpu")
+    with pytest.raises(ValueError, match="below 2\\*\\*32"):
+        runtime.start("00_symmetries", PROFILES, profile="smoke", seed=10**17, device="cpu")
 
 
 def test_start_fails_at_once_when_results_cannot_be_written(tmp_path, monkeypatch):

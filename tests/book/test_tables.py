@@ -141,3 +141,13 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
     assert "split R-hat <= 1.01: measured **2.41**, so not judged: `a`, `b`" in out
     publish_fake(_frame(), claims=[])
     assert "Every precondition" in tables.full_run_unmet(CHAPTER)
+
+
+def test_timing_columns_are_left_out_of_comparisons():
+    # the issue: a cached rerun of chapter 6 failed its comparison on "time (s)" (0.0297 vs 0.983)
+    frame = pd.DataFrame({"method": ["a"], "TV to gold": [0.1], "time (s)": [0.03], "time (s) se": [0.01],
+                          "train time (s)": [2.0], "wall time (s)": [1.0], "size (kB)": [4.0]})
+    assert list(tables.without_timing(frame).columns) == ["method", "TV to gold", "size (kB)"]
+    rerun = frame.assign(**{"time (s)": [0.98]})
+    pd.testing.assert_frame_equal(tables.without_timing(rerun), tables.without_timing(frame))
+    assert not tables.is_timing_column("runtime (s)") and not tables.is_timing_column("times")
