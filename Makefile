@@ -1,7 +1,7 @@
 # The user-facing entry points. `make book` and `make test` create .venv when it is missing and
 # install pinned dependencies (torch==2.13.0 plus constraints.txt, so nothing pulls a CUDA torch).
 #
-#   make test                          run the test suite
+#   make test                          run the test suite (one worker per core; TEST_JOBS=N)
 #   make lint                          ruff check (CI runs it)
 #   make book                          execute every chapter (PROFILE=quick) and build _build/html
 #   make book PROFILE=paper DEVICE=cuda
@@ -17,6 +17,8 @@ VENV    ?= .venv
 PROFILE ?= quick
 SEED    ?= 0
 DEVICE  ?= auto
+# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in one process
+TEST_JOBS ?= auto
 CHAPTER ?=
 # PyPI's Linux torch wheel is the CUDA build (GBs): on a Linux machine without an NVIDIA GPU take
 # the CPU wheel from PyTorch's CPU index instead (torch alone: its dependencies come with the
@@ -48,7 +50,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -485,6 +486,46 @@ def _default_jobs(profile: str, device: str) -> None:
               f"side, one per core ({ENV_VAR}={jobs}; set it to 1 for one at a time)", flush=True)
 
 
+def _announce(name: str, profile: str, seed: int, device: str) -> None:
+    print(f"[symlib] executing {name} (profile={profile}, seed={seed}, device={device}) ...", flush=True)
+
+
+def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> float:
+    _announce(name, profile, seed, device)
+    return execute(name, profile=profile, seed=seed, device=device)
+
+
+def _report(name: str, seconds: float | None, error: str | None) -> None:
+    if error is None:
+        print(f"[symlib] {name}: {seconds:.1f} s", flush=True)
+    else:
+        print(f"[symlib] {name}: FAILED\n{error}", file=sys.stderr, flush=True)
+
+
+def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str) -> dict[str, float]:
+    """Execute ``names`` (side by side where :func:`side_by_side.chapter_jobs` says so), then the
+    reproducibility page; every chapter runs even if one fails, and the failures end the run."""
+    from symlib.book import side_by_side
+    from symlib.book.results import results_dir
+    from symlib.book.runtime import resolve_device
+
+    _absolute_path_variables()  # before the workers start: they inherit the environment
+    jobs = side_by_side.chapter_jobs(profile, resolve_device(device).type, len(names))
+    if jobs > 1:
+        names = side_by_side.longest_first(names, profile, results=results_dir())
+        print(f"[symlib] executing {len(names)} chapters, {jobs} at a time, longest first "
+              f"({side_by_side.ENV_VAR}=1 for one at a time)", flush=True)
+    run = functools.partial(_execute_announced, profile=profile, seed=seed, device=device)
+    with _sigterm_exits():  # stops the workers too: their kernels then exit with them
+        times, failures = side_by_side.run_chapters(run, names, jobs, _report)
+    if failures:
+        raise SystemExit(f"{len(failures)} of {len(names)} chapters failed: {', '.join(failures)} "
+                         "(messages above); the reproducibility page was not updated")
+    times["reproducibility"] = run("reproducibility")
+    _report("reproducibility", times["reproducibility"], None)
+    return times
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.pipeline", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -515,11 +556,7 @@ def main(argv=None) -> None:
         for name in names:
             _source(name)  # fail on a typo before running anything
         _default_jobs(args.profile, args.device)
-        times = {}
-        for name in names + ["reproducibility"]:
-            print(f"[symlib] executing {name} (profile={args.profile}, seed={args.seed}, device={args.device}) ...", flush=True)
-            times[name] = execute(name, profile=args.profile, seed=args.seed, device=args.device)
-            print(f"[symlib] {name}: {times[name]:.1f} s", flush=True)
+        _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "build":
         build()
 

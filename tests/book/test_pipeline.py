@@ -531,3 +531,23 @@ def test_build_refuses_a_read_only_checkout_by_name(sandbox, monkeypatch):
     monkeypatch.setenv("SYMLIB_EXECUTED", str(sandbox / "pages"))
     with pytest.raises(SystemExit, match="build: cannot copy the notebooks of SYMLIB_EXECUTED=.*writable copy of the checkout"):
         pipeline._in_tree_pages()
+
+
+@pytest.mark.slow
+def test_two_chapters_side_by_side_write_their_pages_and_results_where_the_variables_point(
+        tmp_path, monkeypatch, capfd):
+    # in worker processes: only what the environment says reaches them (no monkeypatched module)
+    for var, folder in (("SYMLIB_EXECUTED", "executed"), ("SYMLIB_RESULTS", "results"),
+                        ("SYMLIB_CACHE", "cache")):
+        monkeypatch.setenv(var, str(tmp_path / folder))
+    monkeypatch.setenv("SYMLIB_CHAPTER_JOBS", "2")
+    monkeypatch.delenv("SYMLIB_CACHED_ONLY", raising=False)
+    pipeline.main(["execute", "--profile", "smoke", "--device", "cpu", "00_symmetries", "02a_symmetry_removal"])
+    out = capfd.readouterr().out
+    assert "2 chapters, 2 at a time" in out
+    for name in ("00_symmetries", "02a_symmetry_removal"):
+        assert nbformat.read(tmp_path / "executed" / f"{name}.ipynb", as_version=4).cells
+        results = json.loads((tmp_path / "results" / f"{name}.json").read_text())
+        assert results["profile"] == "smoke"
+        assert f"[symlib] {name}: " in out
+    assert (tmp_path / "executed" / "reproducibility.ipynb").exists()
