@@ -30,6 +30,7 @@ __all__ = [
     "STATUS",
     "chapter_label",
     "format_column",
+    "older_code_note",
     "provenance_line",
     "published_tier",
     "render_ledger",
@@ -436,6 +437,9 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     record, stale = published_tier(run.chapter, run.config)
     glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
     display(HTML(render_ledger(meta, label=label, anchor=anchor, full_record=record, stale=stale, sections=anchors)))
+    older = older_code_note(meta)
+    if older:
+        display(Markdown(older))
     if record is not None:
         figures = _figures_html(run.chapter, record, stale)
         if figures:
@@ -444,6 +448,29 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
         display(Markdown(f"*No `{published.TIER}` run of this chapter is published yet: the numbers above are "
                          f"this build's (profile `{run.profile}`) and the paper's.*"))
     return meta
+
+
+def older_code_note(meta: dict) -> str:
+    """Markdown saying which of this run's numbers were computed by other code or data than this
+    checkout's (cache entries kept with ``SYMLIB_KEEP_STALE=1`` or re-rendered with
+    ``--cached-only``), from the results file's ``provenance.computed_with``; "" when none."""
+    from symlib.book.data import data_hash
+    from symlib.book.provenance import stage_code_hash
+
+    groups = (meta.get("provenance") or {}).get("computed_with") or []
+    code, data = stage_code_hash(meta["chapter"]), data_hash()
+    older = [g for g in groups if (g.get("code_hash"), g.get("data_hash")) != (code, data)]
+    if not older:
+        return ""
+
+    def shown(value):
+        return f"`{value}`" if value else "unrecorded (an entry older than the fingerprints)"
+
+    parts = [f"{', '.join(f'`{s}`' for s in g.get('stages', []))} with code {shown(g.get('code_hash'))} "
+             f"and data {shown(g.get('data_hash'))}" for g in older]
+    return (f"**Computed by other code or data than this page's.** Cached stages of this run were kept "
+            f"from an earlier computation: {'; '.join(parts)} (this checkout: code `{code}`, data "
+            f"`{data}`). Rerun without `SYMLIB_KEEP_STALE` or `--cached-only` to recompute them.")
 
 
 def full_run_unmet(chapter: str) -> str:

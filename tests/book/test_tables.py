@@ -151,3 +151,21 @@ def test_timing_columns_are_left_out_of_comparisons():
     rerun = frame.assign(**{"time (s)": [0.98]})
     pd.testing.assert_frame_equal(tables.without_timing(rerun), tables.without_timing(frame))
     assert not tables.is_timing_column("runtime (s)") and not tables.is_timing_column("times")
+
+
+def test_a_page_says_when_its_numbers_were_computed_by_other_code():
+    from symlib.book.data import data_hash
+    from symlib.book.provenance import stage_code_hash
+
+    chapter = "00_symmetries"
+    now = {"code_hash": stage_code_hash(chapter), "data_hash": data_hash(), "stages": [chapter], "entries": 2}
+    meta = {"chapter": chapter, "provenance": {"computed_with": [now]}}
+    assert tables.older_code_note(meta) == ""
+    assert tables.older_code_note({"chapter": chapter, "provenance": {}}) == ""
+    old = {"code_hash": "0123456789abcdef", "data_hash": now["data_hash"], "stages": [f"{chapter}-brute"], "entries": 1}
+    meta["provenance"]["computed_with"].append(old)
+    note = tables.older_code_note(meta)
+    assert "`00_symmetries-brute` with code `0123456789abcdef`" in note
+    assert f"this checkout: code `{now['code_hash']}`" in note
+    unknown = dict(old, code_hash=None)
+    assert "unrecorded" in tables.older_code_note({"chapter": chapter, "provenance": {"computed_with": [unknown]}})
