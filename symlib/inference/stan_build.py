@@ -18,9 +18,9 @@ there. That went wrong in three ways:
 
 1. holds an exclusive ``fcntl.flock`` on ``<cache>/locks/<id>.lock`` until the caller has bound
    the model (other processes building the same program wait; other programs do not);
-2. checks a cached module in a child Python (:func:`check_module`: it must import and expose the
-   functions httpstan calls, and httpstan's two log files must be there), so a module that
-   segfaults on loading cannot kill this process; a damaged one is removed with a
+2. checks a cached module (:func:`check_module`: its ELF tables must fit in the file, it must
+   import in a child Python, so that one that segfaults on loading cannot kill this process, and
+   expose the functions httpstan calls, and httpstan's two log files must be there); a damaged one is removed with a
    :class:`StanCacheWarning` naming its folder, and compiled once more;
 3. compiles through httpstan's own functions (``httpstan.models.build_services_extension_module``,
    as httpstan's ``POST /models`` handler does) in a child Python, not over HTTP, so no client
@@ -36,6 +36,7 @@ import fcntl
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,42 @@ if missing:
     sys.exit("it lacks " + ", ".join(missing))
 """
 
+def _elf_problem(module: Path) -> str | None:
+    """Why ELF file ``module`` is cut short, or None (also None for a file that is not ELF).
+
+    A library cut in half may still import (the loader maps what it needs lazily) and then
+    fail with SIGBUS inside a chain; the tables in the ELF header say how long the file must be.
+    """
+    size = module.stat().st_size
+    with open(module, "rb") as fh:
+        head = fh.read(64)
+        if head[:4] != b"\x7fELF" or len(head) < 52:
+            return None
+        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+        if wide:
+            phoff, shoff = struct.unpack_from(order + "QQ", head, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 0x36)
+        else:
+            phoff, shoff = struct.unpack_from(order + "II", head, 0x1C)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 0x2A)
+        needed = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+        if needed <= size:  # the program headers can be read: each segment must be complete
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            for i in range(phnum):
+                at = i * phentsize
+                if wide:
+                    offset, filesz = struct.unpack_from(order + "Q", table, at + 8)[0], \
+                        struct.unpack_from(order + "Q", table, at + 32)[0]
+                else:
+                    offset, filesz = struct.unpack_from(order + "I", table, at + 4)[0], \
+                        struct.unpack_from(order + "I", table, at + 16)[0]
+                needed = max(needed, offset + filesz)
+    if needed > size:
+        return f"{module.name} is cut short ({size:,} of at least {needed:,} bytes)"
+    return None
+
+
 _SOUND: set[tuple] = set()
 """(path, inode, size, mtime) of modules this process found sound: each is checked once."""
 
@@ -122,6 +159,11 @@ def check_module(directory: Path) -> str | None:
     key = (str(module), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _SOUND:
         return None
+    if stat.st_size == 0:
+        return f"{module.name} is empty"
+    cut = _elf_problem(module)
+    if cut is not None:
+        return cut
     try:
         proc = subprocess.run([sys.executable, "-c", _CHECK_SCRIPT, str(module),
                                *EXPECTED_FUNCTIONS], check=False, capture_output=True,

@@ -15,7 +15,8 @@ calls it) therefore
   thread), and everywhere a thread in each worker exits it once its parent is gone (httpstan
   releases the GIL while a chain runs, so that thread gets its turn);
 * points httpstan's ``tempfile.mkstemp`` (``httpstan.services_stub.tempfile``) at a private folder
-  ``<temp>/symlib-httpstan-<pid>-*``, removed when this process exits;
+  ``<temp>/symlib-httpstan-<pid>``, removed when this process exits (names kept short: a Unix
+  socket's path has at most 107 bytes; where even that is too long, httpstan's default stays);
 * removes what killed runs left: such folders of processes no longer alive, and
   ``httpstan_*.sock`` files in the temp folder that no process has bound (Linux).
 """
@@ -43,7 +44,9 @@ from pathlib import Path
 __all__ = ["SOCKET_PREFIX", "install", "remove_stale"]
 
 SOCKET_PREFIX = "symlib-httpstan-"
-"""Name prefix of the per-process socket folders (``<prefix><pid>-<random>``)."""
+"""Name prefix of the per-process socket folders (``<prefix><pid>``)."""
+_MAX_SOCKET_PATH = 107
+_SOCKET_NAME_LENGTH = len("/12345678.sock")
 
 _PR_SET_PDEATHSIG = 1
 _FORK_INFO = {"pid": None, "main_thread": False}
@@ -102,14 +105,14 @@ def _bound_socket_paths() -> set[str] | None:
 def remove_stale(temp: Path | None = None) -> list[Path]:
     """Remove socket litter of dead processes from ``temp`` (the system temp folder); the paths.
 
-    Removes ``symlib-httpstan-<pid>-*`` folders whose process is gone, and unbound
+    Removes ``symlib-httpstan-<pid>`` folders whose process is gone, and unbound
     ``httpstan_*.sock`` sockets (httpstan's own, from runs before :func:`install`; Linux only,
     where the bound ones are known).
     """
     temp = Path(tempfile.gettempdir() if temp is None else temp)
     removed = []
     for folder in temp.glob(f"{SOCKET_PREFIX}*"):
-        match = re.match(rf"{SOCKET_PREFIX}(\d+)-", folder.name)
+        match = re.fullmatch(rf"{SOCKET_PREFIX}(\d+)", folder.name)
         if match and folder.is_dir() and not _pid_alive(int(match.group(1))):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
@@ -130,6 +133,11 @@ def _remove_folder(folder: Path, pid: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _socket_name(folder: Path, **_ignored) -> tuple[int, str]:
+    """``tempfile.mkstemp`` for httpstan's sockets: a short name in ``folder``."""
+    return tempfile.mkstemp(suffix=".sock", prefix="", dir=folder)
+
+
 def install() -> None:
     """Make httpstan's chain processes and socket files go with this process (idempotent)."""
     with _LOCK:
@@ -139,11 +147,13 @@ def install() -> None:
         import httpstan.services_stub as stub
 
         remove_stale()
-        folder = Path(tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{pid}-"))
-        atexit.register(_remove_folder, folder, pid)
-        # httpstan's only use of tempfile is mkstemp for the socket names
-        stub.tempfile = types.SimpleNamespace(mkstemp=functools.partial(tempfile.mkstemp,
-                                                                        dir=folder))
+        folder = Path(tempfile.gettempdir()) / f"{SOCKET_PREFIX}{pid}"
+        if len(os.fsencode(folder)) + _SOCKET_NAME_LENGTH <= _MAX_SOCKET_PATH:
+            folder.mkdir(mode=0o700, exist_ok=True)  # a dead namesake's was removed just now
+            atexit.register(_remove_folder, folder, pid)
+            # httpstan's only use of tempfile is mkstemp, for the socket names
+            stub.tempfile = types.SimpleNamespace(
+                mkstemp=functools.partial(_socket_name, folder=folder))
         stub.executor = concurrent.futures.ProcessPoolExecutor(
             mp_context=mp.get_context("fork"), initializer=_init_worker)
         # In a joblib worker, multiprocessing joins its children on exit before
