@@ -12,6 +12,13 @@ httpstan also stores every seeded fit; :meth:`StanModel.sample` deletes the file
 chains, since symlib caches results itself (only its own: other processes, e.g. joblib workers,
 may be sampling the same model at the same time).
 
+Compiling is :mod:`symlib.inference.stan_build`'s job: one build per program at a time across
+processes (a file lock), a cached module checked before use (a damaged one is removed, with a
+warning naming its folder, and compiled again), no HTTP client timeout, and the compiler's
+output in ``<cache>/logs/<id>.log`` with one line on stderr per compile.
+:mod:`symlib.inference.stan_processes` makes httpstan's chain processes die with this process
+and keeps its socket files out of the system temp folder.
+
 PyStan drives httpstan through ``asyncio.run``; inside a Jupyter kernel an event loop is already
 running, so :func:`build` applies ``nest_asyncio`` first (only then). PyStan's progress lines are
 captured, not printed; :func:`build` re-raises compile errors with the captured text.
@@ -41,6 +48,8 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from symlib.inference import stan_build, stan_processes
 
 __all__ = ["MODELS", "SAMPLER_FIELDS", "NutsFit", "StanModel", "build", "program"]
 
@@ -167,10 +176,13 @@ def build(name: str, data: dict, *, seed: int, code: str | None = None) -> StanM
     code = program(name) if code is None else code
     data = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in data.items()}
     _allow_nested_loop()
-    _stop_pool_at_exit()
+    stan_processes.install()
     t0 = time.perf_counter()
     cwd = os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="symlib-stan-") as tmp, _quiet() as log:
+    # compiled() holds the program's lock until the model is bound, so no other process
+    # removes or rewrites its folder meanwhile; stan.build then finds it in the cache
+    with stan_build.compiled(name, code), \
+            tempfile.TemporaryDirectory(prefix="symlib-stan-") as tmp, _quiet() as log:
         os.chdir(tmp)
         try:
             model = stan.build(code, data=data, random_seed=int(seed))
@@ -207,30 +219,6 @@ def _elapsed(fit, chains: int) -> tuple[np.ndarray, np.ndarray]:
         for value, kind in _ELAPSED_RE.findall(text):
             (warm if kind == "Warm-up" else samp)[c] = float(value)
     return warm, samp
-
-
-_POOL_FINALIZER = None
-
-
-def _stop_pool_at_exit() -> None:
-    """Make this process stop httpstan's chain processes first when it exits.
-
-    httpstan runs chains in a module-level ``ProcessPoolExecutor``. When this process is itself
-    a worker process (joblib's), multiprocessing joins its children on exit before
-    concurrent.futures tells the pool to stop, so the exit would wait for ever. A
-    multiprocessing finalizer runs before that join (in the main process the pool is already
-    stopped by then, and stopping it again does nothing).
-    """
-    global _POOL_FINALIZER
-    if _POOL_FINALIZER is None:
-        import multiprocessing.util
-
-        import httpstan.services_stub
-
-        # priority above the pool's call queue's own finalizer (10), which closes the queue:
-        # after it, the stop signals would never reach the chain processes
-        _POOL_FINALIZER = multiprocessing.util.Finalize(
-            None, httpstan.services_stub.executor.shutdown, exitpriority=100)
 
 
 def _allow_nested_loop() -> None:
