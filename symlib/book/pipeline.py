@@ -510,6 +510,7 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     from symlib.book.runtime import resolve_device
 
     _absolute_path_variables()  # before the workers start: they inherit the environment
+    os.environ.update(side_by_side.one_thread_kernels(profile))
     jobs = side_by_side.chapter_jobs(profile, resolve_device(device).type, len(names))
     if jobs > 1:
         names = side_by_side.longest_first(names, profile, results=results_dir())

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "chapter_jobs", "longest_first", "run_chapters"]
+__all__ = ["ENV_VAR", "chapter_jobs", "longest_first", "one_thread_kernels", "run_chapters"]
 
 ENV_VAR = "SYMLIB_CHAPTER_JOBS"
 SIDE_BY_SIDE_PROFILES = ("smoke", "quick")
@@ -50,6 +50,20 @@ def chapter_jobs(profile: str, device_type: str, n_chapters: int, cores: int | N
     else:
         jobs = 1
     return max(1, min(jobs, n_chapters))
+
+
+def one_thread_kernels(profile: str) -> dict[str, str]:
+    """The thread variables set for the kernels of ``profile`` (``{}`` for the long profiles):
+    ``OMP_NUM_THREADS=1`` and ``MKL_NUM_THREADS=1`` for the short ones, unless the user set them.
+
+    The short profiles pin most of their fits to one torch thread already; this pins the rest,
+    so a quick build's numbers do not depend on how many chapters ran beside each other (joblib
+    would otherwise give each worker's kernel ``cores // jobs`` threads, and thread counts change
+    the rounding of reductions).
+    """
+    if profile not in SIDE_BY_SIDE_PROFILES:
+        return {}
+    return {var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if var not in os.environ}
 
 
 def _expected_seconds(name: str, profile: str, results: Path) -> float:

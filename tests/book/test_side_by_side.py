@@ -76,3 +76,12 @@ def test_a_termination_stops_the_run_instead_of_counting_as_a_failure():
     with pytest.raises(SystemExit) as err:
         sbs.run_chapters(chapter, ["a", "b"], 1, lambda *r: None)
     assert err.value.code == 143 and ran == ["a"]
+
+
+def test_short_profiles_pin_their_kernels_to_one_thread_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    assert sbs.one_thread_kernels("quick") == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert sbs.one_thread_kernels("full") == {} and sbs.one_thread_kernels("paper") == {}
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert sbs.one_thread_kernels("smoke") == {"MKL_NUM_THREADS": "1"}
