@@ -499,7 +499,8 @@ def _report(name: str, seconds: float | None, error: str | None) -> None:
     if error is None:
         print(f"[symlib] {name}: {seconds:.1f} s", flush=True)
     else:
-        print(f"[symlib] {name}: FAILED\n{error}", file=sys.stderr, flush=True)
+        print(f"[symlib] {name}: FAILED (the message follows when every chapter has run)",
+              file=sys.stderr, flush=True)
 
 
 def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str) -> dict[str, float]:
@@ -520,8 +521,9 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     with _sigterm_exits():  # stops the workers too: their kernels then exit with them
         times, failures = side_by_side.run_chapters(run, names, jobs, _report)
     if failures:
-        raise SystemExit(f"{len(failures)} of {len(names)} chapters failed: {', '.join(failures)} "
-                         "(messages above); the reproducibility page was not updated")
+        raise SystemExit("\n".join(failures.values()) + (
+            f"\n{len(failures)} of {len(names)} chapters failed ({', '.join(failures)}); the others ran; "
+            "the reproducibility page was not updated"))
     times["reproducibility"] = run("reproducibility")
     _report("reproducibility", times["reproducibility"], None)
     return times

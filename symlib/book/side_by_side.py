@@ -86,14 +86,28 @@ def longest_first(names: Sequence[str], profile: str, *, results: Path) -> list[
     return sorted(names, key=lambda n: -expected[n])
 
 
-def _run_one(fn: Callable[[str], float], name: str) -> tuple[str, float | None, str | None]:
-    """``(name, seconds, None)``, or ``(name, None, message)`` when the chapter failed."""
+def _run_one(fn: Callable[[str], float], name: str,
+             environ: dict[str, str] | None = None) -> tuple[str, float | None, str | None]:
+    """``(name, seconds, None)``, or ``(name, None, message)`` when the chapter failed.
+
+    ``environ``: the caller's environment, set for the call and restored after it. joblib reuses
+    its worker processes, which keep the environment they were started with; the pipeline's
+    variables (``SYMLIB_EXECUTED``, the thread counts...) must be the caller's now.
+    """
+    before = dict(os.environ)
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     try:
         return name, fn(name), None
     except SystemExit as err:
         if not isinstance(err.code, str):  # SIGTERM (exit code 143) or an explicit exit: stop all
             raise
         return name, None, err.code  # the pipeline's "<chapter>: execution failed ..." message
+    finally:
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(before)
 
 
 def run_chapters(fn: Callable[[str], float], names: Sequence[str], jobs: int,
@@ -114,7 +128,7 @@ def run_chapters(fn: Callable[[str], float], names: Sequence[str], jobs: int,
 
         # workers, not threads: each chapter sets its kernel's environment and handles SIGTERM
         results = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1,
-                           pre_dispatch="n_jobs")(delayed(_run_one)(fn, n) for n in names)
+                           pre_dispatch="n_jobs")(delayed(_run_one)(fn, n, dict(os.environ)) for n in names)
     for name, seconds, error in results:
         report(name, seconds, error)
         if error is None:

@@ -85,3 +85,16 @@ def test_short_profiles_pin_their_kernels_to_one_thread_unless_the_user_chose(mo
     assert sbs.one_thread_kernels("full") == {} and sbs.one_thread_kernels("paper") == {}
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert sbs.one_thread_kernels("smoke") == {"MKL_NUM_THREADS": "1"}
+
+
+def _environ_of(name):
+    return float(os.environ.get("SYMLIB_SIDE_BY_SIDE_PROBE", "-1"))
+
+
+def test_reused_workers_see_the_callers_environment_now(monkeypatch):
+    # joblib keeps its workers between calls, with the environment they started with
+    monkeypatch.setenv("SYMLIB_SIDE_BY_SIDE_PROBE", "1")
+    first, _ = sbs.run_chapters(_environ_of, ["a", "b"], 2, lambda *r: None)
+    monkeypatch.setenv("SYMLIB_SIDE_BY_SIDE_PROBE", "2")
+    second, _ = sbs.run_chapters(_environ_of, ["a", "b"], 2, lambda *r: None)
+    assert set(first.values()) == {1.0} and set(second.values()) == {2.0}
