@@ -174,9 +174,9 @@ def _diff_table(a: dict, b: dict, path: str, ctx: _Context, machine: bool) -> No
             _diff(row_a, row_b, label, ctx, machine)
             continue
         for c, name in enumerate(cols_a):
-            if name in index_b:
-                _diff(row_a[c], row_b[index_b[name]], f"{label}[{name!r}]", ctx,
-                      machine or _machine_column(name))
+            j = c if cols_a == cols_b else index_b.get(name)  # by position unless columns moved
+            if j is not None:
+                _diff(row_a[c], row_b[j], f"{label}[{name!r}]", ctx, machine or _machine_column(name))
 
 
 def _diff_tables(a: dict, b: dict, path: str, ctx: _Context) -> None:
