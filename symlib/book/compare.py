@@ -14,9 +14,8 @@ exactly unless ``rtol`` is given. Not compared, because two runs of the same num
 
 - the run's bookkeeping: :data:`IGNORED_FIELDS` (wall time, provenance, library versions, a
   published run's ``computed`` / ``published`` blocks, ``rendered_from_cache``);
-- what measures the machine rather than the method: wall-clock columns
-  (:func:`symlib.book.tables.is_timing_column`), other columns in seconds or per second
-  (:data:`MACHINE_COLUMN`), notes in seconds (:func:`is_timing_note`), and the few tables,
+- what measures the machine rather than the method: columns in seconds or per second
+  (:func:`symlib.book.tables.is_timing_column`), notes in seconds (:func:`is_timing_note`), and the few tables,
   claims and phrases listed per chapter in :data:`MACHINE_TABLES`, :data:`MACHINE_CLAIMS` and
   :data:`MACHINE_TEXT`. Their differences are counted apart (``machine_differences``) and never
   make two runs differ; ``-v`` lists them.
@@ -37,7 +36,6 @@ from symlib.book.tables import is_timing_column
 __all__ = [
     "IGNORED_FIELDS",
     "MACHINE_CLAIMS",
-    "MACHINE_COLUMN",
     "MACHINE_TABLES",
     "MACHINE_TEXT",
     "Comparison",
@@ -51,10 +49,6 @@ IGNORED_FIELDS = frozenset(
     {"wall_time_s", "rendered_from_cache", "provenance", "versions", "computed", "published"}
 )
 """Top-level fields of a results record that describe the run, not its numbers."""
-
-MACHINE_COLUMN = re.compile(r"\bseconds\b|/ s\b|\bNUTS s\b|\bms per\b")
-"""Table columns that measure the machine but do not read ``time (s)``: ``"seconds"``,
-``"ESS / s"``, ``"NUTS s"``, ``"ms per step"``."""
 
 MACHINE_TABLES = {"03_sgm_vi": frozenset({"cost_per_step"})}
 """Whole tables that time this machine (chapter 3's milliseconds per step and their ratios)."""
@@ -150,7 +144,7 @@ def _diff(a, b, path: str, ctx: _Context, machine: bool = False, notes: bool = F
 
 
 def _machine_column(name: str) -> bool:
-    return is_timing_column(name) or bool(MACHINE_COLUMN.search(str(name)))
+    return is_timing_column(name)
 
 
 def _diff_table(a: dict, b: dict, path: str, ctx: _Context, machine: bool) -> None:

@@ -51,10 +51,12 @@ STATUS = {
 """Verdict -> (symbol, CSS class suffix): the ledger never relies on colour alone."""
 
 
-TIMING_COLUMN = re.compile(r"\btime \(s\)")
-"""How a table names a wall-clock column: ``"time (s)"``, ``"train time (s)"``, ``"wall time (s)"``,
-``"time (s) se"``. Such a column measures the machine, not the method: two runs of the same
-numbers (a rerun, a run resumed from the cache, a serial and a parallel run) differ in it."""
+TIMING_COLUMN = re.compile(r"\btime \(s\)|\bseconds\b|/ s\b|\b(?:NUTS|sampling|warm-?up|wall|build) s\b|\bms per\b")
+"""How a table names a column that times the machine: ``"time (s)"``, ``"train time (s)"``,
+``"wall time (s)"``, ``"time (s) se"``, ``"seconds"``, ``"ESS / s"``, ``"NUTS s"``,
+``"sampling s"``, ``"ms per step"``. Such a column measures the machine, not the method: two runs
+of the same numbers (a rerun, a run resumed from the cache, a serial and a parallel run) differ in
+it (``"component sd s"``, a standard deviation, is not one)."""
 
 
 def is_timing_column(name) -> bool:

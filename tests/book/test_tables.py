@@ -169,3 +169,14 @@ def test_a_page_says_when_its_numbers_were_computed_by_other_code():
     assert f"this checkout: code `{now['code_hash']}`" in note
     unknown = dict(old, code_hash=None)
     assert "unrecorded" in tables.older_code_note({"chapter": chapter, "provenance": {"computed_with": [unknown]}})
+
+
+@pytest.mark.parametrize("name", ["time (s)", "train time (s)", "time (s) se", "seconds", "ESS / s",
+                                  "NUTS s", "sampling s", "warmup s", "direct: ms per step"])
+def test_columns_that_time_the_machine_are_timing_columns(name):
+    assert tables.is_timing_column(name)
+
+
+@pytest.mark.parametrize("name", ["component sd s", "min ESS params", "a*/s (ours)", "splits", "TV to gold"])
+def test_other_columns_are_not(name):
+    assert not tables.is_timing_column(name)
