@@ -233,42 +233,16 @@ def test_stale_temp_folder_of_a_dead_process_is_removed(sandbox, monkeypatch):
 @pytest.mark.slow
 def test_real_kernel_reports_a_corrupt_cache_entry_and_cleans_up(sandbox, monkeypatch, capsys):
     notebooks = sandbox / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "99_corrupt.md").write_text(
-        textwrap.dedent(
-            """\
-            ---
-            jupytext:
-              text_representation:
-                extension: .md
-                format_name: myst
-                format_version: 0.13
-            kernelspec:
-              display_name: Python 3
-              language: python
-              name: python3
-            ---
+    _notebook(notebooks, "99_corrupt", """
+        import sys
+        from symlib.book.cache import cache_dir, cached
 
-            ```{code-cell} python
-            :tags: [parameters]
-            profile = "quick"
-            seed = 0
-            device = "auto"
-            ```
-
-            ```{code-cell} python
-            import sys
-            from symlib.book.cache import cache_dir, cached
-
-            cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0])
-            [payload] = (cache_dir() / "99_corrupt").glob("*.pt")
-            payload.write_bytes(payload.read_bytes()[:-3])  # truncate: checksum mismatch
-            assert cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0]) == [1.0, 2.0]
-            print(sys.argv)
-            ```
-            """
-        )
-    )
+        cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0])
+        [payload] = (cache_dir() / "99_corrupt").glob("*.pt")
+        payload.write_bytes(payload.read_bytes()[:-3])  # truncate: checksum mismatch
+        assert cached("99_corrupt", "1", {"a": 1}, lambda: [1.0, 2.0]) == [1.0, 2.0]
+        print(sys.argv)
+    """)
     monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
     pipeline.execute("99_corrupt", profile="smoke", seed=0, device="cpu")
     err = capsys.readouterr().err

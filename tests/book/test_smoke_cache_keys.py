@@ -21,18 +21,9 @@ from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "smoke_cache_keys.json"
+from symlib.chapters import CHAPTERS
 
-CHAPTERS = {
-    "00_symmetries": "symmetries",
-    "01_ortho_skip": "ortho_skip",
-    "02a_symmetry_removal": "symmetry_removal",
-    "02b_posterior_mmd": "posterior_mmd",
-    "03_sgm_vi": "sgm_vi",
-    "04_constrained_models": "constrained_models",
-    "05_rebasin_hmc": "rebasin_hmc",
-    "06_synthesis": "synthesis",
-}
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "smoke_cache_keys.json"
 
 
 def _stages(chapter: str, module, config) -> None:
