@@ -24,7 +24,8 @@ MyST notebook, ``notebooks/NN_<package>.md``, that holds the page's prose:
     The paper's reported numbers as data, where the chapter has a paper.
 ``__init__.py``
     ``CHAPTER = Chapter(name=..., paper=..., profiles=PROFILES, stages=STAGES, claims=claims,
-    views=VIEWS, ...)``: the declaration that the notebook, the pipeline and the tests use.
+    views=VIEWS, ...)``: the declaration that the notebook and the tests use (and the pipeline,
+    once every chapter is declared: issue 27).
 
 The notebook talks to the chapter through the contract only::
 
@@ -176,7 +177,8 @@ class Stage:
             then``; switching to ``streams`` is issue 27, step 5 (it moves numbers).
         cache: False for a stage cheaper than a cache round trip (seconds); its key is still
             derived, so making it cached later is a change of this flag only.
-        experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one.
+        experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one
+            (several stages may share one: their keys differ by their fields).
     """
 
     name: str
