@@ -178,7 +178,7 @@ class Stage:
         cache: False for a stage cheaper than a cache round trip (seconds); its key is still
             derived, so making it cached later is a change of this flag only.
         experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one
-            (several stages may share one: their keys differ by their fields).
+            (stages may share one if their versions or field names differ, checked when declared).
     """
 
     name: str
@@ -338,6 +338,13 @@ class Chapter:
                 raise ValueError(f"{where} needs {list(stage.needs)} but does not declare their fields "
                                  f"{sorted(inherited)}; add them to its fields=(...) (its cache key must include them)")
             seen.append(stage.name)
+        slots: dict[tuple, str] = {}
+        for stage in self.stages:  # same folder, version and field names: same keys, one entry for two results
+            slot = (stage.experiment_name(self.name), stage.version, frozenset(stage.fields))
+            if slot in slots:
+                raise ValueError(f"{self.name}: stages {slots[slot]!r} and {stage.name!r} would share their cache "
+                                 f"entries ({slot[0]}, version {slot[1]}, the same fields); give one another experiment")
+            slots[slot] = stage.name
         names = [v.name for v in (*self.views, *self.quotes)]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: a view or quote name is used twice: {names}")

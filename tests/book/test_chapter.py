@@ -49,6 +49,9 @@ def test_declaring_a_chapter_checks_its_stages():
         _chapter(Stage("s", print), Stage("s", print))
     with pytest.raises(ValueError, match="does not declare their fields \\['a'\\]"):
         _chapter(Stage("s", print, fields=("a",)), Stage("t", print, fields=("b",), needs=("s",)))
+    with pytest.raises(ValueError, match="stages 's' and 't' would share their cache entries"):
+        _chapter(Stage("s", print, experiment="98_test-x"), Stage("t", print, experiment="98_test-x"))
+    _chapter(Stage("s", print, experiment="98_test-x"), Stage("t", print, fields=("a",), experiment="98_test-x"))
     with pytest.raises(ValueError, match="either legacy_seed or streams"):
         Stage("s", print, streams=("init",), legacy_seed=lambda s: s)
 
