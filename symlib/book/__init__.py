@@ -1,5 +1,6 @@
 """What only the book needs: running chapters, their results ledgers, caching, data, figures.
 
+- :mod:`~symlib.book.chapter`: the chapter contract (stages, claims, views), and how a chapter is built;
 - :mod:`~symlib.book.runtime`: a chapter run's validated parameters (profile, seed, device);
 - :mod:`~symlib.book.profiles`: the `smoke` / `quick` / `paper` tiers and how one is selected;
 - :mod:`~symlib.book.results`: results files and the claims ledger;
@@ -14,4 +15,4 @@
   the book (needs the ``book`` extra).
 """
 
-__all__ = ["cache", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]
+__all__ = ["cache", "chapter", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]

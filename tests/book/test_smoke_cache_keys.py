@@ -28,8 +28,8 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "smoke_cache_keys.json
 
 def _stages(chapter: str, module, config) -> None:
     """What the chapter's notebook computes in the smoke profile (seed 0, CPU)."""
-    if chapter == "00_symmetries":
-        module.run(config, seed=0)
+    if chapter == "00_symmetries":  # declared through the chapter contract (symlib.book.chapter)
+        module.CHAPTER.run_stages(config, seed=0, device="cpu")
     elif chapter in ("01_ortho_skip", "02a_symmetry_removal"):
         module.run(config, seed=0, device="cpu")
         module.robustness(config, seed=0, device="cpu")

@@ -5,18 +5,20 @@ import math
 import matplotlib
 import pytest
 
-from symlib.book.results import Claim, Kind
+from symlib.book.chapter import RunResults
+from symlib.book.results import Kind
 from symlib.chapters import get_profile
 from symlib.chapters import symmetries as ch0
+from symlib.chapters.symmetries import CHAPTER
 
 
 @pytest.fixture(scope="module")
 def results():
-    return ch0.run(get_profile("00_symmetries", "smoke"), seed=0)
+    return CHAPTER.run_stages(get_profile("00_symmetries", "smoke"), seed=0)
 
 
 def test_smoke_run_and_claims_hold(results):
-    claims = [Claim(**c) for c in ch0.claims(results["invariance"], results["brute"], results["demo"])]
+    claims = CHAPTER.judged_claims(results)
     assert {c.id for c in claims} == {"function-invariance", "mode-count", "canonicalisation"}
     assert all(c.holds is True for c in claims), [c.verdict for c in claims]
     assert all(c.kind is Kind.CODE_CHECK and c.criterion for c in claims)  # by construction: code checks
@@ -27,7 +29,7 @@ def _judged(invariance=None, brute=None, demo=None):
     invariance = invariance or [{"max |f(g·w)(x) - f(w)(x)|": 1e-15, "min ||g·w - w|| / ||w||": 0.8}]
     brute = brute or {"relu 2-3-1": {"brute force": 6, "formula": 6}}
     demo = demo or {"relu": {"canonical_spread": 1e-15, "raw_spread": 3.0, "distinct_raw": 50}}
-    return {c["id"]: Claim(**c) for c in ch0.claims(invariance, brute, demo)}
+    return {c.id: c for c in ch0.claims(RunResults({"invariance": invariance, "brute": brute, "demo": demo}))}
 
 
 def test_each_criterion_and_precondition_on_made_up_numbers():
@@ -65,3 +67,28 @@ def test_figure(results):
     matplotlib.use("Agg")
     fig = ch0.plot_canonicalisation(results["demo"])
     assert len(fig.axes) == 4
+
+
+def test_stages_keep_their_pre_contract_seeds(results):
+    """The migration moved no number: each stage equals the old run()'s pieces with the run seed."""
+    config = get_profile("00_symmetries", "smoke")
+    again = CHAPTER.run_stages(config, seed=3)
+    assert again["invariance"] == ch0.invariance_table(config, 3)
+    assert again["brute"]["relu 2-3-2-1"]["brute force"] == ch0.brute_force_mode_count((2, 3, 2, 1), "relu", 3)
+    assert again["demo"]["relu"]["raw"].equal(ch0.canonicalisation_demo(config, 3)["relu"]["raw"])
+    assert again["modes"] == ch0.mode_count_table()
+
+
+def test_legacy_seeds_are_the_known_aliases_and_there_are_no_named_streams():
+    """The three seeded stages share the run seed, as before the contract (issue 27, step 5
+    gives them named streams and moves their numbers); no named stream to coincide yet."""
+    assert CHAPTER.streams(0) == []
+    assert CHAPTER.legacy_aliases(0) == [("brute", "invariance"), ("brute", "demo"), ("invariance", "demo")]
+
+
+def test_views_and_quotes_come_from_the_results(results):
+    frames = {v.name: v.build(results) for v in CHAPTER.views if hasattr(v, "caption")}
+    assert list(frames) == ["invariance", "brute_force_mode_count", "mode_counts", "canonicalisation"]
+    assert list(frames["canonicalisation"].index) == ["relu", "tanh"]
+    quotes = {q.name: float(q.value(results)) for q in CHAPTER.quotes}
+    assert quotes["worst_output_change"] == max(r["max |f(g·w)(x) - f(w)(x)|"] for r in results["invariance"])

@@ -1,13 +1,17 @@
-"""Chapter 0: the symmetry group G of an MLP, shown numerically.
+"""Chapter 0's compute: the stages, each a pure function of its profile fields and seed.
 
-Three experiments, each a pure function of the chapter profile and a seed:
+* ``invariance`` (:func:`invariance_table`): networks transformed by sampled group elements
+  compute the same function although their weights moved far;
+* ``brute`` (:func:`brute_force_counts`): the permutation-equivalent copies of a tiny net,
+  enumerated, against the formula;
+* ``modes`` (:func:`mode_count_table`): the number of permutation-equivalent modes of every
+  architecture in the book;
+* ``demo`` (:func:`canonicalisation_demo`): many transformed copies of one network, before and
+  after canonicalisation (they collapse onto one point).
 
-* :func:`invariance_table`: networks transformed by sampled group elements compute the same
-  function although their weights moved far;
-* :func:`mode_count_table`: the number of permutation-equivalent modes of every architecture in
-  the book, with a brute-force check of the formula on a tiny net;
-* :func:`canonicalisation_demo`: many transformed copies of one network, before and after
-  canonicalisation (they collapse onto one point).
+The stages take seconds, so they are not cached (``cache=False``). They keep the seeds they had
+before the chapter contract (``legacy_seed``: the run seed itself, so ``invariance``, ``brute``
+and ``demo`` start from the same seed); moving them onto named streams is issue 27, step 5.
 """
 
 from __future__ import annotations
@@ -18,27 +22,20 @@ import math
 import torch
 
 from symlib import symmetry as sym
-from symlib.book.results import Kind, precondition
-from symlib.chapters.symmetries.profiles import SymmetriesProfile
+from symlib.book.chapter import Stage
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp, mlp_forward
 
 __all__ = [
     "BOOK_ARCHITECTURES",
+    "BRUTE_FORCE_NETS",
+    "STAGES",
+    "brute_force_counts",
     "brute_force_mode_count",
     "canonicalisation_demo",
-    "claims",
     "invariance_table",
     "mode_count_table",
-    "plot_canonicalisation",
-    "run",
+    "optunet_permutation_order",
 ]
-
-INVARIANCE_TOL = 1e-10
-"""Largest output change of a transformed network that counts as the same function (float64)."""
-MOVED_MIN = 1e-3
-"""Smallest relative weight change for the invariance check to be non-trivial."""
-CANONICAL_TOL = 1e-9
-"""Largest spread of canonicalised copies that counts as one point (float64)."""
 
 # (chapter, network, widths, activation). OptuNet is a convnet: its count is made from its
 # channel structure in `optunet_permutation_order`.
@@ -61,7 +58,7 @@ def _flat(params) -> torch.Tensor:
     return torch.cat([params[k].reshape(-1) for k in sorted(params)])
 
 
-def invariance_table(config: SymmetriesProfile, seed: int) -> list[dict]:
+def invariance_table(config, seed: int) -> list[dict]:
     """Max output change vs. weight change under sampled group elements, per activation.
 
     Every activation gets all the symmetries it admits (permutations always; sign flips when it
@@ -146,7 +143,7 @@ def _mode_row(chapter, name, n_params, log10_order, act):
     }
 
 
-def canonicalisation_demo(config: SymmetriesProfile, seed: int) -> dict:
+def canonicalisation_demo(config, seed: int) -> dict:
     """Transformed copies of one ReLU net and one tanh net, raw and canonicalised.
 
     Returns per activation the flattened raw copies, the canonical copies, and their spreads.
@@ -173,94 +170,34 @@ def canonicalisation_demo(config: SymmetriesProfile, seed: int) -> dict:
     return out
 
 
-def plot_canonicalisation(demo: dict):
-    """Figure: copies in the plane of their two leading principal components, raw vs canonical."""
-    from symlib.book.plotting import figure, label_panels
-
-    fig, axes = figure(2, 2, width=7.0, height_per_row=3.0)
-    for row, (act, d) in enumerate(demo.items()):
-        centred = d["raw"] - d["raw"].mean(0)
-        basis = torch.linalg.svd(centred, full_matrices=False).Vh[:2].T
-        for col, key in enumerate(("raw", "canonical")):
-            pts = (d[key] - d["raw"].mean(0)) @ basis
-            ax = axes[row, col]
-            ax.scatter(pts[:, 0], pts[:, 1], s=6, alpha=0.35, color="C0" if key == "raw" else "C1")
-            ax.set_title(f"{act}: {len(pts)} copies, {'transformed' if key == 'raw' else 'canonicalised'}")
-            ax.set_xlabel("PC 1")
-            ax.set_ylabel("PC 2")
-        lim_x, lim_y = axes[row, 0].get_xlim(), axes[row, 0].get_ylim()
-        axes[row, 1].set_xlim(lim_x)
-        axes[row, 1].set_ylim(lim_y)
-    label_panels(axes)
-    return fig
+BRUTE_FORCE_NETS = (((2, 3, 2, 1), "relu"), ((2, 3, 2, 1), "tanh"))
+"""The tiny networks (widths, activation) whose copies :func:`brute_force_counts` enumerates."""
 
 
-def claims(invariance: list[dict], brute: dict, demo: dict) -> list[dict]:
-    """The chapter's ledger, judged on this run's numbers.
-
-    All three entries hold by construction (the group action is exact, the count is
-    combinatorics, the canonical form is an algorithm's invariant): they check our code, so they
-    are *code checks*, never counted as reproduced claims. Their preconditions make each check
-    non-trivial: the sampled group elements must move the weights, and the copies to canonicalise
-    must differ. Thresholds are multiples of float64 rounding on these small networks.
-
-    Returns:
-        Dicts with the fields of :class:`symlib.book.results.Claim`.
-    """
-    worst = max(r["max |f(g·w)(x) - f(w)(x)|"] for r in invariance)
-    moved = min(r["min ||g·w - w|| / ||w||"] for r in invariance)
-    spread = max(d["canonical_spread"] for d in demo.values())
-    raw_spread = min(d["raw_spread"] for d in demo.values())
-    distinct = min(d["distinct_raw"] for d in demo.values())
-    counts_ok = all(b["brute force"] == b["formula"] for b in brute.values())
-    check = Kind.CODE_CHECK.value
-    return [
-        {
-            "id": "function-invariance",
-            "text": "Permuting hidden units (and flipping signs for odd, rescaling for ReLU activations) leaves the network function unchanged",
-            "paper": "Kurle et al. Eq. (2); Laurent et al. Sec. 3",
-            "ours": f"max output change {worst:.1e} (float64) while weights moved ≥ {moved:.2f} of their norm",
-            "holds": bool(worst < INVARIANCE_TOL),
-            "criterion": f"largest output change < {INVARIANCE_TOL:g} (float64) over all activations and group elements",
-            "preconditions": [precondition("weights_moved", f"every group element moved the weights by >= {MOVED_MIN:g} "
-                                           "of their norm", moved, moved >= MOVED_MIN)],
-            "kind": check,
-        },
-        {
-            "id": "mode-count",
-            "text": "An MLP with hidden widths N_1..N_L has prod_l N_l! permutation-equivalent parametrisations",
-            "paper": "Kurle et al. Sec. 2.1; Laurent et al. Sec. 3",
-            "ours": "; ".join(f"{k}: {v['brute force']} enumerated vs {v['formula']} by formula" for k, v in brute.items()),
-            "holds": counts_ok,
-            "criterion": "distinct weight vectors among all enumerated copies == the formula, for every network",
-            "kind": check,
-        },
-        {
-            "id": "canonicalisation",
-            "text": "Sorting units by their first incoming weight (after normalising scales / signs) maps every equivalent copy to one representative",
-            "paper": "Laurent et al. Sec. 3 (symmetry removal)",
-            "ours": f"spread of canonicalised copies {spread:.1e} vs {raw_spread:.2f} before",
-            "holds": bool(spread < CANONICAL_TOL),
-            "criterion": f"largest distance of a canonicalised copy to their mean < {CANONICAL_TOL:g}",
-            "preconditions": [precondition("copies_differ", "the transformed copies differ before canonicalisation "
-                                           "(distinct copies > 1 per activation)", distinct, distinct > 1)],
-            "kind": check,
-        },
-    ]
-
-
-def run(config: SymmetriesProfile, *, seed: int) -> dict:
-    """All of chapter 0's numbers (cheap: seconds, so not cached)."""
+def brute_force_counts(seed: int) -> dict[str, dict[str, int]]:
+    """Per network of :data:`BRUTE_FORCE_NETS`: distinct copies enumerated, and the formula's count."""
     brute = {}
-    for widths, act in (((2, 3, 2, 1), "relu"), ((2, 3, 2, 1), "tanh")):
+    for widths, act in BRUTE_FORCE_NETS:
         spec = MLPSpec(widths, Activation(act))
         brute[f"{act} {'-'.join(map(str, widths))}"] = {
             "brute force": brute_force_mode_count(widths, act, seed),
             "formula": sym.discrete_group_order(spec),
         }
-    return {
-        "invariance": invariance_table(config, seed),
-        "modes": mode_count_table(),
-        "brute": brute,
-        "demo": canonicalisation_demo(config, seed),
-    }
+    return brute
+
+
+def _same_seed(seed: int) -> int:
+    """The seed every stage used before the contract: the run seed itself."""
+    return seed
+
+
+STAGES = (
+    Stage("brute", lambda ctx: brute_force_counts(ctx.seed), legacy_seed=_same_seed, cache=False),
+    Stage("invariance", lambda ctx: invariance_table(ctx.config, ctx.seed), fields=("n_inputs", "n_group_samples"),
+          legacy_seed=_same_seed, cache=False),
+    Stage("modes", lambda ctx: mode_count_table(), cache=False),
+    Stage("demo", lambda ctx: canonicalisation_demo(ctx.config, ctx.seed), fields=("demo_widths", "n_copies"),
+          legacy_seed=_same_seed, cache=False),
+)
+"""Chapter 0's stages, in the order the old ``run`` computed them (each has its own generator,
+so the order moves no number)."""

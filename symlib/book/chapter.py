@@ -1,0 +1,486 @@
+"""The chapter contract: what a chapter of the book is, declared as data.
+
+How a chapter is built
+======================
+
+A chapter is one package, ``symlib/chapters/<package>/``, with one file per job, and one
+MyST notebook, ``notebooks/NN_<package>.md``, that holds the page's prose:
+
+``profiles.py``
+    A frozen dataclass of the chapter's sizes and ``PROFILES = {"smoke": ..., "quick": ...,
+    "full": ..., "paper": ...}`` (:mod:`symlib.book.profiles`).
+``stages.py``
+    The compute: pure functions, and one :class:`Stage` per cached, seeded unit of compute.
+    A stage declares the profile ``fields`` it reads, a ``version``, the random ``streams`` it
+    draws from (by purpose) and the earlier stages whose results it ``needs``. Its ``compute``
+    takes one :class:`StageContext` and returns the stage's result.
+``claims.py``
+    ``claims(results: RunResults) -> list[Claim]``: the ledger, judged on this run's numbers;
+    thresholds and preconditions fixed in code before the run.
+``views.py``
+    :class:`Table` and :class:`Figure` views built from the results, and :class:`Quote` numbers
+    that the prose quotes (myst-nb ``glue``).
+``paper.py``
+    The paper's reported numbers as data, where the chapter has a paper.
+``__init__.py``
+    ``CHAPTER = Chapter(name=..., paper=..., profiles=PROFILES, stages=STAGES, claims=claims,
+    views=VIEWS, ...)``: the declaration that the notebook and the tests use (and the pipeline,
+    once every chapter is declared: issue 27).
+
+The notebook talks to the chapter through the contract only::
+
+    run = CHAPTER.start(profile=profile, seed=seed, device=device)   # parameters cell's values
+    results = CHAPTER.compute(run)        # every stage, cached, in order
+    CHAPTER.glue(results)                 # the numbers the prose quotes
+    CHAPTER.show(run, results, "invariance")   # a table (numbered, stored in the results file)
+    fig = CHAPTER.show(run, results, "fig_canonicalisation")   # a figure
+    CHAPTER.ledger(run, results)          # claims, errata, robustness; writes results/<name>.json
+
+To add a chapter: copy ``tests/book/example_chapter/`` (a complete chapter that runs through
+the pipeline in the tests), rename it, and replace its stages, claims and views.
+
+Cache keys
+----------
+A stage's result is cached with :func:`symlib.book.cache.cached` under the experiment
+``<chapter>-<stage>`` (or the stage's ``experiment``) and the stage's ``version``; its key is
+exactly ``{"seed": <run seed>, <each declared field>: <its value>, **device_key(device)}``
+(:meth:`Stage.key`). Adding a field to a profile changes no key until a stage declares it; a
+stage that reads a field it did not declare fails loudly (it is handed a :class:`ProfileView`
+that holds only its fields), so no key can omit what a result depends on. A stage that needs
+earlier stages must declare their fields too (checked when the chapter is declared), since its
+result depends on theirs. Bump ``version`` whenever the stage's code changes its numbers, and
+the versions of the stages that need it.
+
+Random streams
+--------------
+A new stage draws from named streams, ``ctx.stream("init").torch(device)``:
+:class:`symlib.book.streams.Stream` ``(seed, chapter, stage, purpose)``, one per purpose the stage
+declares; no two of a chapter's streams coincide (:meth:`Chapter.streams`, checked by the tests).
+A stage migrated from before the contract may instead declare ``legacy_seed``, a function of the
+run seed giving the integer seed it used before, so that the migration moves no number
+(issue 27, item 4); it reads it as ``ctx.seed``. Switching a legacy stage to named streams moves
+its numbers: that is issue 27, step 5, a separate and visible change that bumps the stage's
+version. :meth:`Chapter.legacy_aliases` lists the legacy stages that share a seed.
+
+The smoke gate
+--------------
+A chapter whose profiles have a boolean field saying whether the run is sized to judge claims
+(``judge``, False in `smoke`) names it as ``judge_field``; :meth:`Chapter.judged_claims` then adds
+:func:`sized_to_judge`'s precondition to every claim (not to code checks), so no chapter
+writes the gate itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from symlib.book.cache import cached, device_key
+from symlib.book.results import Claim, Erratum, Kind, Precondition, depends_on, precondition
+from symlib.book.streams import Stream
+
+__all__ = [
+    "Chapter",
+    "Figure",
+    "ProfileView",
+    "Quote",
+    "RunResults",
+    "Stage",
+    "StageContext",
+    "Sweep",
+    "Table",
+    "sized_to_judge",
+]
+
+
+class ProfileView:
+    """The fields of a profile that one stage declared, and only those.
+
+    Reading any other field raises :class:`AttributeError` naming the stage and the fix, so a
+    stage cannot depend on a field its cache key leaves out.
+    """
+
+    __slots__ = ("_values", "_where")
+
+    def __init__(self, profile: Any, fields: tuple[str, ...], where: str):
+        object.__setattr__(self, "_values", {f: getattr(profile, f) for f in fields})
+        object.__setattr__(self, "_where", where)
+
+    def __getattr__(self, name: str):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        where = object.__getattribute__(self, "_where")
+        raise AttributeError(
+            f"{where} read profile field {name!r}, which it did not declare (declared: "
+            f"{', '.join(values) or 'none'}); add {name!r} to the stage's fields=(...) so that its "
+            "cache key includes it"
+        )
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a profile is read-only; {object.__getattribute__(self, '_where')} tried to set {name!r}")
+
+    def __repr__(self) -> str:
+        return f"ProfileView({object.__getattribute__(self, '_values')!r})"
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a stage's ``compute`` receives: its profile fields, randomness, device and inputs."""
+
+    chapter: str
+    stage: Stage
+    config: ProfileView
+    """Only the profile fields the stage declared (:class:`ProfileView`)."""
+    device: Any
+    inputs: Mapping[str, Any]
+    """The results of the stages it ``needs``, by stage name."""
+    run_seed: int
+
+    @property
+    def seed(self) -> int:
+        """The stage's legacy seed, ``stage.legacy_seed(run_seed)`` (migrated stages only)."""
+        if self.stage.legacy_seed is None:
+            raise AttributeError(
+                f"stage {self.stage.name!r} of {self.chapter} has no legacy_seed; draw from a named "
+                f"stream instead: ctx.stream(purpose) with purpose one of {list(self.stage.streams)}"
+            )
+        return self.stage.legacy_seed(self.run_seed)
+
+    def stream(self, purpose: str) -> Stream:
+        """The named stream ``(run seed, chapter, stage, purpose)``; ``purpose`` must be declared."""
+        if purpose not in self.stage.streams:
+            raise ValueError(
+                f"stage {self.stage.name!r} of {self.chapter} draws from stream {purpose!r}, which it did "
+                f"not declare (declared: {list(self.stage.streams)}); add it to the stage's streams=(...)"
+            )
+        return Stream(self.run_seed, self.chapter, self.stage.name, purpose)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A cached, seeded unit of compute: a function of its declared profile fields, its random
+    streams (or legacy seed) and the device.
+
+    Attributes:
+        name: unique in the chapter; part of the cache experiment and of its streams' names.
+        compute: ``compute(ctx: StageContext) -> result``; the result must be ``torch.save``-able.
+        fields: the profile fields it reads; with the run seed, the version and the device they
+            are its cache key, exactly.
+        version: bump it when the code changes the stage's numbers.
+        streams: the purposes of the named streams it draws from (``"init"``, ``"noise"``, ...).
+        needs: earlier stages whose results it takes (``ctx.inputs[name]``).
+        legacy_seed: for a stage migrated from before the contract, ``run seed -> the seed it used
+            then``; switching to ``streams`` is issue 27, step 5 (it moves numbers).
+        cache: False for a stage cheaper than a cache round trip (seconds); its key is still
+            derived, so making it cached later is a change of this flag only.
+        experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one
+            (stages may share one if their versions or field names differ, checked when declared).
+    """
+
+    name: str
+    compute: Callable[[StageContext], Any]
+    fields: tuple[str, ...] = ()
+    version: str = "1"
+    streams: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    legacy_seed: Callable[[int], int] | None = None
+    cache: bool = True
+    experiment: str | None = None
+
+    def __post_init__(self):
+        for attr in ("fields", "streams", "needs"):
+            value = getattr(self, attr)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise TypeError(f"stage {self.name!r}: {attr} must be a tuple of names; got {value!r}")
+            object.__setattr__(self, attr, tuple(value))
+            if len(set(value)) != len(value):
+                raise ValueError(f"stage {self.name!r}: {attr} lists a name twice: {value!r}")
+        if self.legacy_seed is not None and self.streams:
+            raise ValueError(f"stage {self.name!r}: declare either legacy_seed or streams, not both")
+
+    def experiment_name(self, chapter: str) -> str:
+        """The cache experiment (folder) of this stage in ``chapter``."""
+        return self.experiment or f"{chapter}-{self.name}"
+
+    def key(self, config: Any, seed: int, device: Any = "cpu") -> dict:
+        """The stage's cache key: the run seed, each declared field's value, and the device."""
+        return {"seed": seed, **{f: getattr(config, f) for f in self.fields}, **device_key(device)}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table view: ``build(results)`` gives a DataFrame, shown and stored as table ``name``."""
+
+    name: str
+    build: Callable[[RunResults], Any]
+    caption: str = ""
+    formats: Mapping[str, str] | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure view: ``build(results)`` gives a matplotlib figure, glued as ``name``."""
+
+    name: str
+    build: Callable[[RunResults], Any]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A number the prose quotes: ``value(results)``, glued as ``name`` (``{glue:text}`name```)."""
+
+    name: str
+    value: Callable[[RunResults], float]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A robustness sweep: the verdict of claim ``claim`` under the settings the paper left open.
+
+    ``rows(results)`` gives one dict per setting, in the order run, with at least ``choice``
+    (what was varied), ``setting`` (its value, as text) and ``verdict`` (``holds`` /
+    ``does not hold`` / ``not judged``); the first row is the run's own setting. The ledger
+    stores the table and appends its one-line summary (:func:`symlib.book.results.depends_on`)
+    to the claim's ``ours``.
+    """
+
+    claim: str
+    rows: Callable[[RunResults], list[dict]]
+    caption: str = ""
+
+
+@dataclass
+class RunResults(Mapping):
+    """The results of a chapter's stages, by stage name, with the run they came from.
+
+    What claims, views, quotes and sweeps take. ``config`` is the whole profile (claims may read
+    any field: they are not cached).
+    """
+
+    stages: dict[str, Any]
+    config: Any = None
+    seed: int = 0
+    device: Any = "cpu"
+
+    def __getitem__(self, name: str):
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise KeyError(f"no stage {name!r} in these results; stages: {', '.join(self.stages)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+
+def sized_to_judge(judge: bool) -> list[Precondition]:
+    """The smoke gate: a run not sized to judge claims (`smoke`) judges none of them."""
+    return [] if judge else [precondition("profile", "profile sized to judge the claims",
+                                          "no: sized to test the code", False)]
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter of the book, declared as data (see the module docstring).
+
+    Attributes:
+        name: the notebook's file name, ``NN_package``.
+        paper: the paper the chapter reproduces (or what the chapter is, if none).
+        profiles: ``{profile name: profile}``, all of one frozen dataclass.
+        stages: run in order; a stage may need only earlier ones.
+        claims: ``claims(results) -> list[Claim]``.
+        errata: the paper's typos the chapter corrects.
+        sweeps: robustness sweeps, one per claim at most.
+        views: tables and figures, by unique name.
+        quotes: the numbers the prose quotes.
+        sections: claim id -> the start of the heading of the section that measures it.
+        judge_field: the profile's boolean field saying whether the run is sized to judge claims.
+    """
+
+    name: str
+    paper: str
+    profiles: Mapping[str, Any]
+    stages: tuple[Stage, ...]
+    claims: Callable[[RunResults], list[Claim]]
+    errata: tuple[Erratum, ...] = ()
+    sweeps: tuple[Sweep, ...] = ()
+    views: tuple[Table | Figure, ...] = ()
+    quotes: tuple[Quote, ...] = ()
+    sections: Mapping[str, str] = field(default_factory=dict)
+    judge_field: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "stages", tuple(self.stages))
+        kinds = {type(p) for p in self.profiles.values()}
+        if not self.profiles or len(kinds) != 1 or not dataclasses.is_dataclass(next(iter(kinds))):
+            raise TypeError(f"{self.name}: profiles must be instances of one dataclass; got {sorted(map(str, kinds))}")
+        known = {f.name for f in dataclasses.fields(next(iter(kinds)))}
+        seen: list[str] = []
+        for stage in self.stages:
+            where = f"{self.name}: stage {stage.name!r}"
+            if stage.name in seen:
+                raise ValueError(f"{where} is declared twice")
+            if unknown := [f for f in stage.fields if f not in known]:
+                raise ValueError(f"{where} declares fields {unknown} that the profile does not have ({', '.join(sorted(known))})")
+            if missing := [n for n in stage.needs if n not in seen]:
+                raise ValueError(f"{where} needs {missing}, which are not earlier stages ({', '.join(seen) or 'none'})")
+            # its result depends on what its inputs depend on: a key without their fields would
+            # serve a result computed from other inputs
+            inherited = {f for n in stage.needs for f in self.stage(n).fields} - set(stage.fields)
+            if inherited:
+                raise ValueError(f"{where} needs {list(stage.needs)} but does not declare their fields "
+                                 f"{sorted(inherited)}; add them to its fields=(...) (its cache key must include them)")
+            seen.append(stage.name)
+        slots: dict[tuple, str] = {}
+        for stage in self.stages:  # same folder, version and field names: same keys, one entry for two results
+            slot = (stage.experiment_name(self.name), stage.version, frozenset(stage.fields))
+            if slot in slots:
+                raise ValueError(f"{self.name}: stages {slots[slot]!r} and {stage.name!r} would share their cache "
+                                 f"entries ({slot[0]}, version {slot[1]}, the same fields); give one another experiment")
+            slots[slot] = stage.name
+        names = [v.name for v in (*self.views, *self.quotes)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: a view or quote name is used twice: {names}")
+        if self.judge_field is not None and self.judge_field not in known:
+            raise ValueError(f"{self.name}: judge_field {self.judge_field!r} is not a profile field")
+        self.streams(0)  # fails now if two named streams coincide
+
+    # --- compute ----------------------------------------------------------------------
+
+    def stage(self, name: str) -> Stage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"{self.name} has no stage {name!r}; stages: {', '.join(s.name for s in self.stages)}")
+
+    def run_stages(self, config: Any, *, seed: int, device: Any = "cpu", refresh: bool = False) -> RunResults:
+        """Run every stage in order (through the cache where ``stage.cache``) and return the results."""
+        out: dict[str, Any] = {}
+        for stage in self.stages:
+            ctx = StageContext(
+                chapter=self.name, stage=stage, device=device, run_seed=seed,
+                config=ProfileView(config, stage.fields, f"{self.name}: stage {stage.name!r}"),
+                inputs={n: out[n] for n in stage.needs},
+            )
+            if stage.cache:
+                out[stage.name] = cached(stage.experiment_name(self.name), stage.version,
+                                         stage.key(config, seed, device), functools.partial(stage.compute, ctx),
+                                         refresh=refresh)
+            else:
+                out[stage.name] = stage.compute(ctx)
+        return RunResults(out, config=config, seed=seed, device=device)
+
+    def start(self, *, profile: str, seed: int, device: str):
+        """:func:`symlib.book.runtime.start` for this chapter: the notebook's validated run."""
+        from symlib.book import runtime
+
+        return runtime.start(self.name, self.profiles, profile=profile, seed=seed, device=device)
+
+    def compute(self, run) -> RunResults:
+        """:meth:`run_stages` with a notebook run's profile, seed and device."""
+        return self.run_stages(run.config, seed=run.seed, device=run.device)
+
+    # --- streams ----------------------------------------------------------------------
+
+    def streams(self, seed: int) -> list[Stream]:
+        """Every named stream the chapter's stages declare for run seed ``seed``; checked distinct.
+
+        Raises:
+            ValueError: two of them coincide (:func:`symlib.book.streams.check_distinct`).
+        """
+        from symlib.book.streams import check_distinct
+
+        out = [Stream(seed, self.name, s.name, p) for s in self.stages for p in s.streams]
+        check_distinct(out)
+        return out
+
+    def legacy_aliases(self, seed: int) -> list[tuple[str, str]]:
+        """Pairs of legacy stages that use the same seed for run seed ``seed`` (their draws start
+        alike); issue 27, step 5 gives them named streams."""
+        legacy = [(s.name, s.legacy_seed(seed)) for s in self.stages if s.legacy_seed is not None]
+        return [(a, b) for i, (a, sa) in enumerate(legacy) for b, sb in legacy[i + 1:] if sa == sb]
+
+    # --- ledger -----------------------------------------------------------------------
+
+    def judged_claims(self, results: RunResults) -> list[Claim]:
+        """The chapter's claims with the smoke gate and the robustness summaries applied."""
+        claims = self.claims(results)
+        if not isinstance(claims, list) or not all(isinstance(c, Claim) for c in claims):
+            raise TypeError(f"{self.name}: claims(results) must return a list of symlib.book.results.Claim; "
+                            f"got {[type(c).__name__ for c in claims] if isinstance(claims, list) else type(claims).__name__}")
+        if self.judge_field is not None:
+            gate = sized_to_judge(bool(getattr(results.config, self.judge_field)))
+            claims = [replace(c, preconditions=(*c.preconditions, *gate)) if c.kind is Kind.CLAIM else c for c in claims]
+        ids = {c.id for c in claims}
+        for sweep in self.sweeps:
+            if sweep.claim not in ids:
+                raise ValueError(f"{self.name}: robustness sweep of {sweep.claim!r}, which is not a claim ({', '.join(ids)})")
+            summary = depends_on(self.sweep_frame(sweep, results))
+            claims = [replace(c, ours=f"{c.ours}; robustness: {summary}") if c.id == sweep.claim else c for c in claims]
+        return claims
+
+    def sweep_frame(self, sweep: Sweep, results: RunResults):
+        """A sweep's rows as a DataFrame, checked for the one shape."""
+        import pandas as pd
+
+        frame = pd.DataFrame(sweep.rows(results))
+        missing = {"choice", "setting", "verdict"} - set(frame.columns)
+        if missing or frame.empty:
+            raise ValueError(f"{self.name}: sweep of {sweep.claim!r} must give rows with choice, setting and "
+                             f"verdict; missing {sorted(missing) or 'all rows'}")
+        return frame
+
+    def ledger(self, run, results: RunResults) -> dict:
+        """Add claims, errata and robustness to ``run``'s results, write them, show the ledger.
+
+        Returns:
+            The written results record (:func:`symlib.book.tables.show_ledger`).
+        """
+        from symlib.book import tables
+
+        run.results.add_claims(self.judged_claims(results))
+        for erratum in self.errata:
+            run.results.add_erratum(**dataclasses.asdict(erratum))
+        for sweep in self.sweeps:
+            run.results.add_robustness(sweep.claim, self.sweep_frame(sweep, results), caption=sweep.caption)
+        return tables.show_ledger(run, sections=dict(self.sections))
+
+    # --- views ------------------------------------------------------------------------
+
+    def view(self, name: str) -> Table | Figure:
+        for view in self.views:
+            if view.name == name:
+                return view
+        raise KeyError(f"{self.name} has no view {name!r}; views: {', '.join(v.name for v in self.views)}")
+
+    def show(self, run, results: RunResults, name: str):
+        """Show view ``name``: a table is numbered and stored in the results file (returns its
+        HTML); a figure is glued as ``name`` and returned (the page shows it through a
+        ``glue:figure`` directive; close it after)."""
+        view = self.view(name)
+        if isinstance(view, Table):
+            from symlib.book import tables
+
+            return tables.show_table(run, view.name, view.build(results), caption=view.caption,
+                                     source=view.source, formats=dict(view.formats) if view.formats else None)
+        from myst_nb import glue
+
+        fig = view.build(results)
+        glue(view.name, fig, display=False)
+        return fig
+
+    def glue(self, results: RunResults) -> None:
+        """Glue every quote as a float (``display=False``), for ``{glue:text}`` in the prose.
+
+        Returns None, so that a notebook cell ending with this call shows nothing."""
+        from myst_nb import glue
+
+        for quote in self.quotes:
+            glue(quote.name, float(quote.value(results)), display=False)

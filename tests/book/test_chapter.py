@@ -1,0 +1,117 @@
+"""The chapter contract: declared stages, exact cache keys, field-read validation, one claims
+signature, the smoke gate, sweeps and named streams (symlib.book.chapter)."""
+
+from dataclasses import dataclass, replace
+
+import pytest
+from example_chapter import CHAPTER as EXAMPLE
+from example_chapter import PROFILES
+
+from symlib.book import cache
+from symlib.book.chapter import Chapter, RunResults, Stage, Sweep, sized_to_judge
+from symlib.book.results import Claim, Kind
+from symlib.book.streams import Stream
+from symlib.chapters.symmetries import CHAPTER as CH0
+
+SMOKE = PROFILES["smoke"]
+
+
+@dataclass(frozen=True)
+class P:
+    a: int = 1
+    b: int = 2
+
+
+def _chapter(*stages, claims=lambda r: [], **kw):
+    return Chapter(name="98_test", paper="none", profiles={"smoke": P()}, stages=stages, claims=claims, **kw)
+
+
+def test_a_stage_reading_an_undeclared_field_fails_loudly():
+    chapter = _chapter(Stage("s", lambda ctx: ctx.config.b, fields=("a",), cache=False))
+    with pytest.raises(AttributeError, match=r"stage 's' read profile field 'b', which it did not declare.*fields=\(\.\.\.\)"):
+        chapter.run_stages(P(), seed=0)
+
+
+def test_the_key_is_exactly_the_declared_fields_seed_and_device():
+    stage = EXAMPLE.stage("draws")
+    assert stage.key(SMOKE, 0) == {"seed": 0, "n_draws": 200}
+    assert stage.key(SMOKE, 0, "cuda") == {"seed": 0, "n_draws": 200, "device": "cuda"}
+    assert stage.key(replace(SMOKE, label="other", scale=5.0), 0) == stage.key(SMOKE, 0)
+    assert stage.key(replace(SMOKE, n_draws=7), 0) != stage.key(SMOKE, 0)
+
+
+def test_declaring_a_chapter_checks_its_stages():
+    with pytest.raises(ValueError, match="declares fields \\['c'\\] that the profile does not have"):
+        _chapter(Stage("s", print, fields=("c",)))
+    with pytest.raises(ValueError, match="needs \\['t'\\], which are not earlier stages"):
+        _chapter(Stage("s", print, needs=("t",)), Stage("t", print))
+    with pytest.raises(ValueError, match="declared twice"):
+        _chapter(Stage("s", print), Stage("s", print))
+    with pytest.raises(ValueError, match="does not declare their fields \\['a'\\]"):
+        _chapter(Stage("s", print, fields=("a",)), Stage("t", print, fields=("b",), needs=("s",)))
+    with pytest.raises(ValueError, match="stages 's' and 't' would share their cache entries"):
+        _chapter(Stage("s", print, experiment="98_test-x"), Stage("t", print, experiment="98_test-x"))
+    _chapter(Stage("s", print, experiment="98_test-x"), Stage("t", print, fields=("a",), experiment="98_test-x"))
+    with pytest.raises(ValueError, match="either legacy_seed or streams"):
+        Stage("s", print, streams=("init",), legacy_seed=lambda s: s)
+
+
+def test_streams_are_named_declared_and_legacy_seeds_kept():
+    seen = {}
+
+    def record(ctx):
+        seen["init"] = ctx.stream("init")
+        with pytest.raises(ValueError, match="did not declare"):
+            ctx.stream("noise")
+        with pytest.raises(AttributeError, match="no legacy_seed"):
+            ctx.seed  # noqa: B018
+        return 0
+
+    chapter = _chapter(Stage("s", record, streams=("init",), cache=False),
+                       Stage("old", lambda ctx: ctx.seed, legacy_seed=lambda s: s * 1000 + 2, cache=False))
+    results = chapter.run_stages(P(), seed=1)
+    assert seen["init"] == Stream(1, "98_test", "s", "init") and results["old"] == 1002
+    assert chapter.streams(1) == [Stream(1, "98_test", "s", "init")]
+
+
+@pytest.mark.parametrize("chapter", [EXAMPLE, CH0], ids=lambda c: c.name)
+def test_no_two_streams_of_a_chapter_coincide(chapter):
+    for seed in (0, 1, 2):
+        chapter.streams(seed)  # raises naming the two streams that coincide
+
+
+def test_claims_must_be_claims_and_the_smoke_gate_is_applied_once():
+    results = RunResults({"summary": {"mean": 0.01}}, config=SMOKE)
+    [claim] = EXAMPLE.judged_claims(results)
+    assert claim.holds is None and "profile sized to judge the claims" in claim.verdict
+    assert claim.ours.endswith("robustness: depends on tolerance; holds with 0.5")
+    [judged] = EXAMPLE.judged_claims(replace(results, config=PROFILES["quick"]))
+    assert judged.holds is True
+    check = Claim(id="c", text="t", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK)
+    gated = _chapter(Stage("s", print, cache=False), claims=lambda r: [check], judge_field=None)
+    assert gated.judged_claims(RunResults({}, config=P())) == [check]
+    as_dict = _chapter(claims=lambda r: [check.to_dict()])
+    with pytest.raises(TypeError, match="must return a list of symlib.book.results.Claim; got \\['dict'\\]"):
+        as_dict.judged_claims(RunResults({}, config=P()))
+    assert sized_to_judge(True) == []
+
+
+def test_a_sweep_has_one_shape():
+    bad = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", lambda r: [{"setting": "x", "outcome": "holds"}]),))
+    with pytest.raises(ValueError, match="choice, setting and verdict; missing \\['choice', 'verdict'\\]"):
+        bad.judged_claims(RunResults({"summary": {"mean": 0.0}}, config=SMOKE))
+
+
+def test_the_runner_passes_needs_and_caches_each_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    first = EXAMPLE.run_stages(SMOKE, seed=0)
+    assert first["summary"]["n"] == 200 and first["summary"]["mean"] == first["draws"].mean().item()
+    entries = {p.parent.name: p.stem for p in tmp_path.glob("*/*.pt")}
+    assert entries == {
+        "99_example-draws": cache.config_key("99_example-draws", "1", {"seed": 0, "n_draws": 200}),
+        "99_example-summary": cache.config_key("99_example-summary", "1", {"seed": 0, "n_draws": 200, "scale": 2.0}),
+    }
+    again = EXAMPLE.run_stages(replace(SMOKE, label="undeclared"), seed=0)  # same keys: served
+    assert again["draws"].equal(first["draws"]) and len(list(tmp_path.glob("*/*.pt"))) == 2
+    EXAMPLE.run_stages(replace(SMOKE, scale=3.0), seed=0)  # only the summary's key moves
+    assert [len(list((tmp_path / d).glob("*.pt"))) for d in ("99_example-draws", "99_example-summary")] == [1, 2]
