@@ -29,7 +29,7 @@ def _judged(invariance=None, brute=None, demo=None):
     invariance = invariance or [{"max |f(g·w)(x) - f(w)(x)|": 1e-15, "min ||g·w - w|| / ||w||": 0.8}]
     brute = brute or {"relu 2-3-1": {"brute force": 6, "formula": 6}}
     demo = demo or {"relu": {"canonical_spread": 1e-15, "raw_spread": 3.0, "distinct_raw": 50}}
-    return {c.id: c for c in ch0.claims(RunResults({"invariance": invariance, "brute": brute, "demo": demo}))}
+    return {c.id: c for c in ch0.CHAPTER.claims(RunResults({"invariance": invariance, "brute": brute, "demo": demo}))}
 
 
 def test_each_criterion_and_precondition_on_made_up_numbers():
