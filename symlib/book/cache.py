@@ -75,6 +75,7 @@ __all__ = [
     "fingerprint",
     "keep_stale",
     "merge_used_entries",
+    "pid_alive",
     "remove_stale_tmp",
     "usage_mark",
     "used_entries",
@@ -534,7 +535,7 @@ def remove_stale_tmp(directory: str | os.PathLike | None = None, *, min_age_s: f
                     continue
                 pid = _tmp_pid(path.name)
                 age = now - info.st_mtime
-                stale = age > LEGACY_TMP_AGE_S if pid is None else age > min_age_s and not _pid_alive(pid)
+                stale = age > LEGACY_TMP_AGE_S if pid is None else age > min_age_s and not pid_alive(pid)
                 if stale:
                     path.unlink()
                     removed.append(path)
@@ -549,7 +550,9 @@ def _tmp_pid(name: str) -> int | None:
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still be running (True where that cannot be told): how a
+    leftover of a killed run is told from a running one's."""
     if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows: assume alive
         return True
     try:

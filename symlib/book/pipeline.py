@@ -114,29 +114,17 @@ def _check_writable(var: str, default: Path) -> None:
         raise SystemExit(f"{var}: {err}") from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: existence check only
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
-
-
 def _remove_stale_tmp() -> None:
     """Remove what killed runs left: ``symlib-nb-<pid>-*`` folders of ours whose process is gone,
     and temporary files of dead writers in the cache, results and executed folders."""
-    from symlib.book.cache import cache_dir, remove_stale_tmp
+    from symlib.book.cache import cache_dir, pid_alive, remove_stale_tmp
     from symlib.book.results import results_dir
 
     for folder in {cache_dir(), results_dir(), executed_dir()}:
         remove_stale_tmp(folder)
-    if os.name != "posix":  # os.kill(pid, 0) would terminate the process on Windows
-        return
     for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
         pid = path.name[len(TMP_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or _pid_alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         with contextlib.suppress(OSError):
             if path.is_dir() and path.stat().st_uid == os.getuid():
