@@ -46,7 +46,10 @@ A stage's result is cached with :func:`symlib.book.cache.cached` under the exper
 exactly ``{"seed": <run seed>, <each declared field>: <its value>, **device_key(device)}``
 (:meth:`Stage.key`). Adding a field to a profile changes no key until a stage declares it; a
 stage that reads a field it did not declare fails loudly (it is handed a :class:`ProfileView`
-that holds only its fields), so no key can omit what a result depends on. A stage that needs
+that holds only its fields), so no key can omit what a result depends on. Two declared
+additions only: ``key_data`` adds what follows from the fields but is not one of them (the
+fingerprints of the data files a field names), and a fan-out stage (``items``) caches each
+item on its own under the key plus ``{"item": item}``, so a long stage resumes where it stopped. A stage that needs
 earlier stages must declare their fields too (checked when the chapter is declared), since its
 result depends on theirs. Bump ``version`` whenever the stage's code changes its numbers, and
 the versions of the stages that need it.
@@ -126,6 +129,29 @@ class ProfileView:
     def __repr__(self) -> str:
         return f"ProfileView({object.__getattribute__(self, '_values')!r})"
 
+    def __reduce__(self):  # a fan-out stage's items may run in joblib workers
+        return (_profile_view, (object.__getattribute__(self, "_values"), object.__getattribute__(self, "_where")))
+
+    def fields(self) -> dict:
+        """The declared fields and their values."""
+        return dict(object.__getattribute__(self, "_values"))
+
+    def replace(self, **changes) -> ProfileView:
+        """This view with some declared fields changed (a robustness setting, say); changing a
+        field the stage did not declare fails like reading one."""
+        values = self.fields()
+        for name in changes:
+            if name not in values:
+                self.__getattr__(name)  # raises, naming the stage and the fix
+        return _profile_view({**values, **changes}, object.__getattribute__(self, "_where"))
+
+
+def _profile_view(values: dict, where: str) -> ProfileView:
+    view = ProfileView.__new__(ProfileView)
+    object.__setattr__(view, "_values", dict(values))
+    object.__setattr__(view, "_where", where)
+    return view
+
 
 @dataclass(frozen=True)
 class StageContext:
@@ -160,6 +186,9 @@ class StageContext:
         return Stream(self.run_seed, self.chapter, self.stage.name, purpose)
 
 
+_NO_ITEM = object()
+
+
 @dataclass(frozen=True)
 class Stage:
     """A cached, seeded unit of compute: a function of its declared profile fields, its random
@@ -179,6 +208,15 @@ class Stage:
             derived, so making it cached later is a change of this flag only.
         experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one
             (stages may share one if their versions or field names differ, checked when declared).
+        key_data: ``key_data(config) -> dict`` of further key parts that follow from the declared
+            fields but are not among them: the fingerprints of the data files a field names
+            (``{}`` for the shipped data). ``config`` is the stage's :class:`ProfileView`.
+        items: a fan-out stage: ``items(config) -> [item, ...]`` (hashable, distinct: a name, a
+            tuple of names). ``compute(ctx, item)`` then runs once per item, each cached on its own
+            under the stage's key plus ``{"item": item}`` and fanned out through
+            :func:`symlib.book.parallel.fan_out` (so an interrupted stage resumes where it stopped,
+            and independent fits run side by side under ``$SYMLIB_JOBS``); the stage's result is
+            ``{item: result}``. ``compute`` must then be a module-level function.
     """
 
     name: str
@@ -190,6 +228,8 @@ class Stage:
     legacy_seed: Callable[[int], int] | None = None
     cache: bool = True
     experiment: str | None = None
+    key_data: Callable[[ProfileView], Mapping[str, Any]] | None = None
+    items: Callable[[ProfileView], Any] | None = None
 
     def __post_init__(self):
         for attr in ("fields", "streams", "needs"):
@@ -206,9 +246,23 @@ class Stage:
         """The cache experiment (folder) of this stage in ``chapter``."""
         return self.experiment or f"{chapter}-{self.name}"
 
-    def key(self, config: Any, seed: int, device: Any = "cpu") -> dict:
-        """The stage's cache key: the run seed, each declared field's value, and the device."""
-        return {"seed": seed, **{f: getattr(config, f) for f in self.fields}, **device_key(device)}
+    def view(self, config: Any, chapter: str = "a chapter") -> ProfileView:
+        """``config`` as this stage sees it: its declared fields only."""
+        return ProfileView(config, self.fields, f"{chapter}: stage {self.name!r}")
+
+    def key(self, config: Any, seed: int, device: Any = "cpu", *, item: Any = _NO_ITEM) -> dict:
+        """The stage's cache key: the run seed, each declared field's value, the device, the
+        ``key_data`` parts and, for one item of a fan-out stage, the item."""
+        view = config if isinstance(config, ProfileView) else self.view(config)
+        key = {"seed": seed, **view.fields(), **device_key(device)}
+        if self.key_data is not None:
+            extra = dict(self.key_data(view))
+            if clash := sorted(set(extra) & (set(key) | {"item"})):
+                raise ValueError(f"stage {self.name!r}: key_data gives {clash}, which the key already has")
+            key.update(extra)
+        if item is not _NO_ITEM:
+            key["item"] = item
+        return key
 
 
 @dataclass(frozen=True)
@@ -340,7 +394,7 @@ class Chapter:
             seen.append(stage.name)
         slots: dict[tuple, str] = {}
         for stage in self.stages:  # same folder, version and field names: same keys, one entry for two results
-            slot = (stage.experiment_name(self.name), stage.version, frozenset(stage.fields))
+            slot = (stage.experiment_name(self.name), stage.version, frozenset(stage.fields), stage.items is None)
             if slot in slots:
                 raise ValueError(f"{self.name}: stages {slots[slot]!r} and {stage.name!r} would share their cache "
                                  f"entries ({slot[0]}, version {slot[1]}, the same fields); give one another experiment")
@@ -366,16 +420,28 @@ class Chapter:
         for stage in self.stages:
             ctx = StageContext(
                 chapter=self.name, stage=stage, device=device, run_seed=seed,
-                config=ProfileView(config, stage.fields, f"{self.name}: stage {stage.name!r}"),
-                inputs={n: out[n] for n in stage.needs},
+                config=stage.view(config, self.name), inputs={n: out[n] for n in stage.needs},
             )
-            if stage.cache:
+            if stage.items is not None:
+                out[stage.name] = self._fan_out(stage, ctx, refresh=refresh)
+            elif stage.cache:
                 out[stage.name] = cached(stage.experiment_name(self.name), stage.version,
-                                         stage.key(config, seed, device), functools.partial(stage.compute, ctx),
+                                         stage.key(ctx.config, seed, device), functools.partial(stage.compute, ctx),
                                          refresh=refresh)
             else:
                 out[stage.name] = stage.compute(ctx)
         return RunResults(out, config=config, seed=seed, device=device)
+
+    def _fan_out(self, stage: Stage, ctx: StageContext, *, refresh: bool) -> dict:
+        """A fan-out stage: one cached task per item, through :func:`symlib.book.parallel.fan_out`."""
+        from symlib.book.parallel import fan_out
+
+        items = list(stage.items(ctx.config))
+        if len(set(items)) != len(items):
+            raise ValueError(f"{self.name}: stage {stage.name!r} lists an item twice: {items!r}")
+        values = fan_out(_stage_item, [(ctx, item, refresh) for item in items], threads=None,
+                         progress=len(items) > 1, desc=f"{self.name}: {stage.name}")
+        return dict(zip(items, values, strict=True))
 
     def start(self, *, profile: str, seed: int, device: str):
         """:func:`symlib.book.runtime.start` for this chapter: the notebook's validated run."""
@@ -484,3 +550,13 @@ class Chapter:
 
         for quote in self.quotes:
             glue(quote.name, float(quote.value(results)), display=False)
+
+
+def _stage_item(ctx: StageContext, item: Any, refresh: bool):
+    """One item of a fan-out stage, through the cache where ``stage.cache`` (a joblib task)."""
+    stage = ctx.stage
+    if not stage.cache:
+        return stage.compute(ctx, item)
+    key = stage.key(ctx.config, ctx.run_seed, ctx.device, item=item)
+    return cached(stage.experiment_name(ctx.chapter), stage.version, key,
+                  functools.partial(stage.compute, ctx, item), refresh=refresh)

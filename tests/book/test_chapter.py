@@ -115,3 +115,49 @@ def test_the_runner_passes_needs_and_caches_each_stage(tmp_path, monkeypatch):
     assert again["draws"].equal(first["draws"]) and len(list(tmp_path.glob("*/*.pt"))) == 2
     EXAMPLE.run_stages(replace(SMOKE, scale=3.0), seed=0)  # only the summary's key moves
     assert [len(list((tmp_path / d).glob("*.pt"))) for d in ("99_example-draws", "99_example-summary")] == [1, 2]
+
+
+def _square_plus_offset(ctx, item):
+    """A fan-out stage's compute (module level: it may run in a joblib worker)."""
+    return item * item + ctx.config.a
+
+
+def test_a_fan_out_stage_caches_each_item_on_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    stage = Stage("fan", _square_plus_offset, fields=("a",), items=lambda config: [1, 2, 3][: config.a + 1])
+    chapter = _chapter(stage)
+    assert chapter.run_stages(P(a=1), seed=0)["fan"] == {1: 2, 2: 5}
+    keys = {p.stem for p in (tmp_path / "98_test-fan").glob("*.pt")}
+    assert keys == {cache.config_key("98_test-fan", "1", {"seed": 0, "a": 1, "item": i}) for i in (1, 2)}
+    assert stage.key(P(a=1), 0, item=2) == {"seed": 0, "a": 1, "item": 2}
+    # a larger run reuses the items it shares with the smaller one (they differ only by a, so
+    # none here) and each item is its own entry
+    assert chapter.run_stages(P(a=2), seed=0)["fan"] == {1: 3, 2: 6, 3: 11}
+    assert len(list((tmp_path / "98_test-fan").glob("*.pt"))) == 5
+    twice = _chapter(Stage("fan", _square_plus_offset, items=lambda config: [1, 1]))
+    with pytest.raises(ValueError, match="lists an item twice"):
+        twice.run_stages(P(), seed=0)
+
+
+def test_a_fan_out_stage_runs_in_joblib_workers(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_JOBS", "2")
+    chapter = _chapter(Stage("fan", _square_plus_offset, fields=("a",), items=lambda config: [1, 2, 3]))
+    assert chapter.run_stages(P(a=4), seed=0)["fan"] == {1: 5, 2: 8, 3: 13}  # the view pickles
+
+
+def test_key_data_adds_declared_parts_and_cannot_clash():
+    stage = Stage("s", print, fields=("a",), key_data=lambda config: {"files": f"sha-{config.a}"})
+    assert stage.key(P(a=3), 1) == {"seed": 1, "a": 3, "files": "sha-3"}
+    clash = Stage("s", print, fields=("a",), key_data=lambda config: {"a": 0})
+    with pytest.raises(ValueError, match="key_data gives \\['a'\\], which the key already has"):
+        clash.key(P(), 0)
+    with pytest.raises(AttributeError, match="did not declare"):  # key_data sees the declared fields only
+        Stage("s", print, fields=("a",), key_data=lambda config: {"x": config.b}).key(P(), 0)
+
+
+def test_a_view_can_be_changed_only_in_its_declared_fields():
+    view = Stage("s", print, fields=("a",)).view(P(), "98_test")
+    assert view.replace(a=5).a == 5 and view.a == 1
+    with pytest.raises(AttributeError, match="did not declare"):
+        view.replace(b=3)
