@@ -356,6 +356,14 @@ class Chapter:
         quotes: the numbers the prose quotes.
         sections: claim id -> the start of the heading of the section that measures it.
         judge_field: the profile's boolean field saying whether the run is sized to judge claims.
+        quick_seconds: the quick profile's wall time on the project's 2-core machine, measured
+            by CI on a fresh machine (compiles included): only the order in which a fresh clone's
+            build starts the chapters (:mod:`symlib.book.side_by_side`).
+        machine_tables: tables that time this machine (their numbers differ between machines
+            and runs; :mod:`symlib.book.compare` counts them apart).
+        machine_claims: claims judged on this machine's timings.
+        machine_text: a regular expression for the phrases of a claim's or robustness row's text
+            that quote this machine's rates (masked before two texts are compared).
     """
 
     name: str
@@ -369,6 +377,10 @@ class Chapter:
     quotes: tuple[Quote, ...] = ()
     sections: Mapping[str, str] = field(default_factory=dict)
     judge_field: str | None = None
+    quick_seconds: float = 0.0
+    machine_tables: frozenset[str] = frozenset()
+    machine_claims: frozenset[str] = frozenset()
+    machine_text: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "stages", tuple(self.stages))

@@ -16,8 +16,8 @@ exactly unless ``rtol`` is given. Not compared, because two runs of the same num
   published run's ``computed`` / ``published`` blocks, ``rendered_from_cache``);
 - what measures the machine rather than the method: columns in seconds or per second
   (:func:`symlib.book.tables.is_timing_column`), notes in seconds (:func:`is_timing_note`), and the few tables,
-  claims and phrases listed per chapter in :data:`MACHINE_TABLES`, :data:`MACHINE_CLAIMS` and
-  :data:`MACHINE_TEXT`. Their differences are counted apart (``machine_differences``) and never
+  claims and phrases each chapter declares (``Chapter.machine_tables``, ``machine_claims``,
+  ``machine_text``: :func:`machine_tables`, ...). Their differences are counted apart (``machine_differences``) and never
   make two runs differ; ``-v`` lists them.
 """
 
@@ -35,13 +35,13 @@ from symlib.book.tables import is_timing_column
 
 __all__ = [
     "IGNORED_FIELDS",
-    "MACHINE_CLAIMS",
-    "MACHINE_TABLES",
-    "MACHINE_TEXT",
     "Comparison",
     "compare_dirs",
     "compare_records",
     "is_timing_note",
+    "machine_claims",
+    "machine_tables",
+    "machine_text",
     "main",
 ]
 
@@ -50,15 +50,31 @@ IGNORED_FIELDS = frozenset(
 )
 """Top-level fields of a results record that describe the run, not its numbers."""
 
-MACHINE_TABLES = {"03_sgm_vi": frozenset({"cost_per_step"})}
-"""Whole tables that time this machine (chapter 3's milliseconds per step and their ratios)."""
+def machine_tables(chapter: str) -> frozenset[str]:
+    """Whole tables that time this machine (chapter 3's milliseconds per step and their ratios),
+    as the chapter declares them (``Chapter.machine_tables``)."""
+    declared = _declared(chapter)
+    return declared.machine_tables if declared is not None else frozenset()
 
-MACHINE_CLAIMS = {"03_sgm_vi": frozenset({"cost-linear-in-K"})}
-"""Claims judged on this machine's timings (a code check of chapter 3's cost per step)."""
 
-MACHINE_TEXT = {"04_constrained_models": re.compile(r"per second \S+ vs \S+")}
-"""Phrases with rates per second inside a chapter's texts (claims' and robustness rows' ``ours``):
-masked before two texts are compared."""
+def machine_claims(chapter: str) -> frozenset[str]:
+    """Claims judged on this machine's timings (``Chapter.machine_claims``)."""
+    declared = _declared(chapter)
+    return declared.machine_claims if declared is not None else frozenset()
+
+
+def machine_text(chapter: str) -> re.Pattern | None:
+    """Phrases with rates per second inside a chapter's texts (claims' and robustness rows'
+    ``ours``), masked before two texts are compared (``Chapter.machine_text``)."""
+    declared = _declared(chapter)
+    return re.compile(declared.machine_text) if declared is not None and declared.machine_text else None
+
+
+def _declared(chapter: str):
+    from symlib.chapters import declared
+
+    return declared(chapter)
+
 
 _MASK = "‹machine›"
 
@@ -133,8 +149,8 @@ def _diff(a, b, path: str, ctx: _Context, machine: bool = False, notes: bool = F
             ctx.report(path, f"{len(a)} items in A, {len(b)} in B", machine)
         for i, (x, y) in enumerate(zip(a, b)):
             _diff(x, y, f"{path}[{i}]", ctx, machine, notes)
-    elif isinstance(a, str) and isinstance(b, str) and ctx.chapter in MACHINE_TEXT:
-        masked = [MACHINE_TEXT[ctx.chapter].sub(_MASK, s) for s in (a, b)]
+    elif isinstance(a, str) and isinstance(b, str) and (pattern := machine_text(ctx.chapter)) is not None:
+        masked = [pattern.sub(_MASK, s) for s in (a, b)]
         if masked[0] != masked[1]:
             ctx.report(path, f"{_show(a)} -> {_show(b)}", machine)
         elif a != b:
@@ -174,7 +190,7 @@ def _diff_table(a: dict, b: dict, path: str, ctx: _Context, machine: bool) -> No
 
 
 def _diff_tables(a: dict, b: dict, path: str, ctx: _Context) -> None:
-    whole = MACHINE_TABLES.get(ctx.chapter, frozenset())
+    whole = machine_tables(ctx.chapter)
     for name in sorted(set(a) | set(b)):
         sub = f"{path}.{name}"
         if name not in b or name not in a:
@@ -245,7 +261,7 @@ def compare_records(a: dict, b: dict, *, rtol: float = 0.0) -> Comparison:
         elif key in ("tables", "robustness") and isinstance(a[key], dict) and isinstance(b[key], dict):
             _diff_tables(a[key], b[key], key, ctx)
         elif key == "claims":
-            _diff_keyed(a[key], b[key], key, ctx, MACHINE_CLAIMS.get(chapter, frozenset()))
+            _diff_keyed(a[key], b[key], key, ctx, machine_claims(chapter))
         elif key == "errata":
             _diff_keyed(a[key], b[key], key, ctx)
         elif key == "notes":

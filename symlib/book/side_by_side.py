@@ -7,7 +7,8 @@ chapters executed two at a time take about half the wall time. The long profiles
 so their chapters run one at a time, as do GPU runs (each chapter would hold a CUDA context).
 
 Chapters go longest first, so the long ones do not start last: by the wall time of their last
-run in this checkout (its results file, same profile), else by :data:`QUICK_SECONDS`.
+run in this checkout (its results file, same profile), else by the quick wall time
+the chapter declares (:func:`quick_seconds`).
 Each chapter runs in its own worker process (joblib's default backend): the pipeline sets
 environment variables for its kernel and handles SIGTERM, which must not be shared between
 chapters. A chapter that fails does not stop the others; the failures are reported together.
@@ -22,15 +23,20 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "chapter_jobs", "longest_first", "one_thread_kernels", "run_chapters"]
+__all__ = ["ENV_VAR", "chapter_jobs", "longest_first", "one_thread_kernels", "quick_seconds", "run_chapters"]
 
 ENV_VAR = "SYMLIB_CHAPTER_JOBS"
 SIDE_BY_SIDE_PROFILES = ("smoke", "quick")
-QUICK_SECONDS = {"00_symmetries": 6, "01_ortho_skip": 218, "02a_symmetry_removal": 63,
-                 "02b_posterior_mmd": 130, "03_sgm_vi": 186, "04_constrained_models": 262 + 150,
-                 "05_rebasin_hmc": 140, "06_synthesis": 137}
-"""Quick-profile wall times measured by CI on 2 cores at c2f579b (chapter 4 plus about 150 s of
-compiling its Stan programs on a fresh machine): only the order of a fresh clone's run."""
+
+
+def quick_seconds(name: str) -> float:
+    """The quick profile's wall time the chapter declares (``Chapter.quick_seconds``, measured by
+    CI on 2 cores on a fresh machine, compiles included), 0 for an undeclared name: only the
+    order of a fresh clone's run."""
+    from symlib.chapters import declared
+
+    chapter = declared(name)
+    return float(chapter.quick_seconds) if chapter is not None else 0.0
 
 
 def chapter_jobs(profile: str, device_type: str, n_chapters: int, cores: int | None = None) -> int:
@@ -67,7 +73,7 @@ def one_thread_kernels(profile: str) -> dict[str, str]:
 
 
 def _expected_seconds(name: str, profile: str, results: Path) -> float:
-    """Seconds the chapter's last run of ``profile`` here took, else :data:`QUICK_SECONDS`."""
+    """Seconds the chapter's last run of ``profile`` here took, else :func:`quick_seconds`."""
     try:
         record = json.loads((results / f"{name}.json").read_text())
     except (OSError, ValueError):
@@ -77,7 +83,7 @@ def _expected_seconds(name: str, profile: str, results: Path) -> float:
     wall = record.get("wall_time_s")
     if record.get("profile") == profile and not record.get("rendered_from_cache") and isinstance(wall, (int, float)):
         return float(wall)
-    return float(QUICK_SECONDS.get(name, 0))
+    return quick_seconds(name)
 
 
 def longest_first(names: Sequence[str], profile: str, *, results: Path) -> list[str]:

@@ -33,6 +33,7 @@ __all__ = [  # noqa: RUF022 (chapters in book order)
     "CHAPTERS",
     "all_profiles",
     "chapter_module",
+    "declared",
     "get_profile",
     "reported",
     # the chapter packages, imported on demand
@@ -52,6 +53,17 @@ def chapter_module(chapter: str) -> ModuleType:
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; valid chapters: {', '.join(sorted(CHAPTERS))}")
     return importlib.import_module(f"{__name__}.{CHAPTERS[chapter]}")
+
+
+def declared(chapter: str):
+    """The :class:`~symlib.book.chapter.Chapter` that ``symlib.chapters.<package>`` declares as
+    ``CHAPTER``, or None for a name that is not a chapter of the book (a test's made-up record)."""
+    if chapter not in CHAPTERS:
+        return None
+    from symlib.book.chapter import Chapter
+
+    value = getattr(chapter_module(chapter), "CHAPTER", None)
+    return value if isinstance(value, Chapter) else None
 
 
 def get_profile(chapter: str, name: str):

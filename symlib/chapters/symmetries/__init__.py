@@ -40,5 +40,6 @@ CHAPTER = Chapter(
     views=VIEWS,
     quotes=QUOTES,
     sections=_claims.SECTIONS,
+    quick_seconds=6,
 )
 """Chapter 0, declared: what the notebook, the pipeline and the tests use."""
