@@ -267,13 +267,18 @@ class Stage:
 
 @dataclass(frozen=True)
 class Table:
-    """A table view: ``build(results)`` gives a DataFrame, shown and stored as table ``name``."""
+    """A table view: ``build(results)`` gives a DataFrame, shown and stored as table ``name``.
+
+    ``paper_columns`` are shaded as the paper's numbers; ``index=False`` drops the frame's index
+    (:func:`symlib.book.tables.show_table`)."""
 
     name: str
     build: Callable[[RunResults], Any]
     caption: str = ""
     formats: Mapping[str, str] | None = None
     source: str = ""
+    paper_columns: tuple[str, ...] = ()
+    index: bool = True
 
 
 @dataclass(frozen=True)
@@ -286,7 +291,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Quote:
-    """A number the prose quotes: ``value(results)``, glued as ``name`` (``{glue:text}`name```)."""
+    """A number the prose quotes: ``value(results)``, glued as ``name`` (``{glue:text}`name```):
+    as a float, or as text when ``value`` gives a string (a list of names, say)."""
 
     name: str
     value: Callable[[RunResults], float]
@@ -300,7 +306,8 @@ class Sweep:
     (what was varied), ``setting`` (its value, as text) and ``verdict`` (``holds`` /
     ``does not hold`` / ``not judged``); the first row is the run's own setting. The ledger
     stores the table and appends its one-line summary (:func:`symlib.book.results.depends_on`)
-    to the claim's ``ours``.
+    to the claim's ``ours``. No rows (``[]``) means the profile runs no such sweep: nothing is
+    stored or appended.
     """
 
     claim: str
@@ -500,19 +507,26 @@ class Chapter:
         for sweep in self.sweeps:
             if sweep.claim not in ids:
                 raise ValueError(f"{self.name}: robustness sweep of {sweep.claim!r}, which is not a claim ({', '.join(ids)})")
-            summary = depends_on(self.sweep_frame(sweep, results))
+            frame = self.sweep_frame(sweep, results)
+            if frame is None:
+                continue
+            summary = depends_on(frame)
             claims = [replace(c, ours=f"{c.ours}; robustness: {summary}") if c.id == sweep.claim else c for c in claims]
         return claims
 
     def sweep_frame(self, sweep: Sweep, results: RunResults):
-        """A sweep's rows as a DataFrame, checked for the one shape."""
+        """A sweep's rows as a DataFrame, checked for the one shape; None when it gives no rows
+        (the profile runs no such sweep)."""
         import pandas as pd
 
-        frame = pd.DataFrame(sweep.rows(results))
+        rows = sweep.rows(results)
+        if not len(rows):
+            return None
+        frame = pd.DataFrame(rows)
         missing = {"choice", "setting", "verdict"} - set(frame.columns)
-        if missing or frame.empty:
+        if missing:
             raise ValueError(f"{self.name}: sweep of {sweep.claim!r} must give rows with choice, setting and "
-                             f"verdict; missing {sorted(missing) or 'all rows'}")
+                             f"verdict; missing {sorted(missing)}")
         return frame
 
     def ledger(self, run, results: RunResults) -> dict:
@@ -527,7 +541,8 @@ class Chapter:
         for erratum in self.errata:
             run.results.add_erratum(**dataclasses.asdict(erratum))
         for sweep in self.sweeps:
-            run.results.add_robustness(sweep.claim, self.sweep_frame(sweep, results), caption=sweep.caption)
+            if (frame := self.sweep_frame(sweep, results)) is not None:
+                run.results.add_robustness(sweep.claim, frame, caption=sweep.caption)
         return tables.show_ledger(run, sections=dict(self.sections))
 
     # --- views ------------------------------------------------------------------------
@@ -547,7 +562,8 @@ class Chapter:
             from symlib.book import tables
 
             return tables.show_table(run, view.name, view.build(results), caption=view.caption,
-                                     source=view.source, formats=dict(view.formats) if view.formats else None)
+                                     source=view.source, formats=dict(view.formats) if view.formats else None,
+                                     paper_columns=list(view.paper_columns) or None, index=view.index)
         from myst_nb import glue
 
         fig = view.build(results)
@@ -555,13 +571,14 @@ class Chapter:
         return fig
 
     def glue(self, results: RunResults) -> None:
-        """Glue every quote as a float (``display=False``), for ``{glue:text}`` in the prose.
+        """Glue every quote as a float or text (``display=False``), for ``{glue:text}`` in the prose.
 
         Returns None, so that a notebook cell ending with this call shows nothing."""
         from myst_nb import glue
 
         for quote in self.quotes:
-            glue(quote.name, float(quote.value(results)), display=False)
+            value = quote.value(results)
+            glue(quote.name, value if isinstance(value, str) else float(value), display=False)
 
 
 def _stage_item(ctx: StageContext, item: Any, refresh: bool):

@@ -102,6 +102,13 @@ def test_a_sweep_has_one_shape():
         bad.judged_claims(RunResults({"summary": {"mean": 0.0}}, config=SMOKE))
 
 
+def test_a_sweep_without_rows_is_not_run_in_that_profile():
+    results = RunResults({"summary": {"mean": 0.01}}, config=PROFILES["quick"])
+    off = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", lambda r: []),))
+    [claim] = off.judged_claims(results)
+    assert "robustness" not in claim.ours and off.sweep_frame(off.sweeps[0], results) is None
+
+
 def test_the_runner_passes_needs_and_caches_each_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
     first = EXAMPLE.run_stages(SMOKE, seed=0)
