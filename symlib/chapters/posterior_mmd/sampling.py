@@ -42,7 +42,8 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
     from scratch with dropout, with the same recipe and budget as the others (a few spare
     networks, since some never leave chance level).
 
-    Every method runs on ``device``, drawing from one CPU generator (as :func:`train_networks`);
+    Every method runs on ``device``, drawing from one CPU generator (as
+    :func:`~symlib.chapters.posterior_mmd.networks.train_networks`);
     the samples are returned on the CPU.
     """
     gen = torch.Generator().manual_seed(seed)
