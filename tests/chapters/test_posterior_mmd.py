@@ -1,12 +1,22 @@
-"""Chapter 2b's experiment: symmetry removal keeps the function, collapse numbers, smoke run."""
+"""Chapter 2b: symmetry removal keeps the function, collapse numbers, smoke run, claims, sweeps."""
+
+import dataclasses
 
 import pytest
 import torch
 
 from symlib import metrics
-from symlib.book.results import Claim, Kind
+from symlib.book.chapter import RunResults
+from symlib.book.results import Kind
 from symlib.chapters import get_profile
-from symlib.chapters.posterior_mmd import experiment as ch2b  # private helpers are tested too
+from symlib.chapters.posterior_mmd import (
+    CHAPTER,
+    claims,
+    evaluation,
+    networks,
+    robustness,
+    sampling,
+)
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
 from symlib.nn.convnets import init_optunet, optunet_forward
 
@@ -14,19 +24,19 @@ from symlib.nn.convnets import init_optunet, optunet_forward
 def test_remove_symmetries_keeps_the_function_and_is_idempotent():
     params = init_optunet(torch.Generator().manual_seed(0), 5, dtype=torch.float64)
     params["b4"] = params["b4"] + 3.0  # a softmax shift that NS must remove
-    ns = ch2b.remove_symmetries(params)
+    ns = evaluation.remove_symmetries(params)
     x = torch.randn(7, 1, 28, 28, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     fwd = torch.vmap(optunet_forward, in_dims=(0, None))
     torch.testing.assert_close(torch.softmax(fwd(ns, x), -1), torch.softmax(fwd(params, x), -1))
     torch.testing.assert_close(ns["b4"].mean(-1), torch.zeros(5, dtype=torch.float64))
-    again = ch2b.remove_symmetries(ns)
+    again = evaluation.remove_symmetries(ns)
     for k in ns:
         torch.testing.assert_close(again[k], ns[k])
 
 
 def test_layers_group_weights_with_their_biases():
     params = init_optunet(torch.Generator().manual_seed(0), 3)
-    layers = ch2b._layers(params)
+    layers = evaluation._layers(params)
     assert {k: v.shape for k, v in layers.items()} == {
         "conv1": (3, 32), "conv2": (3, 250), "fc1": (3, 33), "fc2": (3, 40)}
     assert sum(v.shape[1] for v in layers.values()) == 355
@@ -37,7 +47,7 @@ def test_functional_collapse_matches_direct_pairwise_mutual_information():
     probs = torch.softmax(torch.randn(5, 40, 10, generator=gen), -1)
     probs[1] = probs[0]  # two identical networks: zero pairwise MI
     probs_ood = torch.softmax(torch.randn(5, 30, 10, generator=gen), -1)
-    col = ch2b.functional_collapse(probs, probs_ood, n_pairs=100, seed=0)
+    col = evaluation.functional_collapse(probs, probs_ood, n_pairs=100, seed=0)
     assert col["n_pairs"] == 10
     pairs = torch.combinations(torch.arange(5), 2)
     for (i, j), mi in zip(pairs.tolist(), col["id"]):
@@ -45,13 +55,13 @@ def test_functional_collapse_matches_direct_pairwise_mutual_information():
         torch.testing.assert_close(mi, direct)
     assert col["id"][0].item() == pytest.approx(0.0, abs=1e-12)
     # subsampling keeps the requested number of distinct pairs
-    assert ch2b.functional_collapse(probs, probs_ood, n_pairs=4, seed=0)["n_pairs"] == 4
+    assert evaluation.functional_collapse(probs, probs_ood, n_pairs=4, seed=0)["n_pairs"] == 4
 
 
 def test_method_metrics_of_identical_samples_has_no_diversity():
     gen = torch.Generator().manual_seed(3)
     one = torch.softmax(torch.randn(1, 50, 10, generator=gen), -1)
-    row = ch2b.method_metrics(one.expand(4, -1, -1), one[:, :20].expand(4, -1, -1),
+    row = evaluation.method_metrics(one.expand(4, -1, -1), one[:, :20].expand(4, -1, -1),
                               torch.randint(10, (50,), generator=gen))
     assert row["IDMI"] == pytest.approx(0.0, abs=1e-9)
     assert row["OODMI"] == pytest.approx(0.0, abs=1e-9)
@@ -59,15 +69,16 @@ def test_method_metrics_of_identical_samples_has_no_diversity():
 
 
 def test_split_counts_spread_samples_evenly():
-    assert ch2b._split_counts(20, 10) == [2] * 10
-    assert ch2b._split_counts(7, 3) == [3, 2, 2]
-    assert sum(ch2b._split_counts(100, 10)) == 100
+    assert sampling.split_counts(20, 10) == [2] * 10
+    assert sampling.split_counts(7, 3) == [3, 2, 2]
+    assert sum(sampling.split_counts(100, 10)) == 100
 
 
 def test_smoke_profile_runs_end_to_end():
     cfg = get_profile("02b_posterior_mmd", "smoke")
-    results = ch2b.run(cfg, seed=0, progress=False)
-    assert [(r["mode"], r["method"]) for r in results["rows"]] == list(ch2b.METHODS)
+    stages = CHAPTER.run_stages(cfg, seed=0)
+    results = stages["eval"]
+    assert [(r["mode"], r["method"]) for r in results["rows"]] == list(sampling.METHODS)
     for r in results["rows"]:
         assert r["samples"] == cfg.samples
         for col in ("MMD", "NS", "Acc", "ECE", "Brier", "AUPR", "FPR95", "IDMI", "OODMI"):
@@ -77,31 +88,62 @@ def test_smoke_profile_runs_end_to_end():
     # the max over kernels bounds the median and the mean, row by row
     by = {(k["mode"], k["method"], k["weights"], k["aggregation"]): k["value"]
           for k in results["kernels"]}
-    for mode, method in ch2b.METHODS:
+    for mode, method in sampling.METHODS:
         for w in ("MMD", "NS"):
             assert by[mode, method, w, "max"] >= by[mode, method, w, "median"] - 1e-9
-    claims = [Claim(**c) for c in results["claims"]]
-    assert len(claims) == 6 and all(c.holds is None for c in claims)  # smoke does not judge
-    assert set(results["robustness"]) == {"multi_mode_closer", "ranking_stable_under_symmetry_removal"}
+    ledger = CHAPTER.judged_claims(stages)
+    assert len(ledger) == 6
+    assert all(c.holds is None for c in ledger if c.kind is Kind.CLAIM)  # smoke does not judge claims
+    # smoke sweeps the aggregation only; the OOD score's sweep shows the run's own setting
+    assert stages["robustness"] is None
+    rows = {s.claim: CHAPTER.sweep_frame(s, stages) for s in CHAPTER.sweeps}
+    assert list(rows) == ["multi_mode_closer", "ranking_stable_under_symmetry_removal", "multi_mode_better_ood"]
+    assert list(rows["multi_mode_closer"]["setting"]) == ["median", "mean", "max"]
+    assert list(rows["multi_mode_better_ood"]["setting"]) == ["max_softmax"]
+    assert set(rows["multi_mode_closer"]["verdict"]) == {"not judged"}  # the smoke gate applies to sweeps too
+    # the stages are the functions they wrap, with the seeds the chapter used before the contract
+    data = networks.load_data(cfg)
+    nets = networks.train_networks(cfg, data, 0, progress=False)
+    for k in nets["reference"]:
+        assert torch.equal(nets["reference"][k], stages["train"]["reference"][k]), k
+    samples = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
+    for a, b in zip(samples["rows"], stages["samples"]["rows"]):
+        assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"]), a["method"]
+    assert evaluation.evaluate(cfg, data, nets, samples, 2)["rows"] == results["rows"]
     # the OOD scores of the robustness stage reproduce Table 1's columns for the baseline score
-    data = ch2b.load_data(cfg)
-    nets = ch2b.train_networks(cfg, data, 0, progress=False)
-    samples = ch2b.posterior_samples(cfg, data, nets, 1, progress=False)
-    detection = {(d["mode"], d["method"]): d for d in ch2b.ood_detection(data, samples)
+    detection = {(d["mode"], d["method"]): d for d in evaluation.ood_detection(data, samples)
                  if d["score"] == "max_softmax"}
     for r in results["rows"]:
         assert detection[r["mode"], r["method"]]["AUPR"] == pytest.approx(r["AUPR"])
         assert detection[r["mode"], r["method"]]["FPR95"] == pytest.approx(r["FPR95"])
 
 
+def test_streams_are_distinct_and_the_legacy_seeds_are_the_old_ones():
+    CHAPTER.streams(0)  # raises if two named streams coincide
+    seeds = {s.name: s.legacy_seed(7) for s in CHAPTER.stages if s.legacy_seed is not None}
+    assert seeds == {"train": 7, "samples": 8, "eval": 9}  # seed, seed + 1, seed + 2, as before
+    assert CHAPTER.legacy_aliases(0) == []
+    assert CHAPTER.stage("robustness").legacy_seed is None and not CHAPTER.stage("robustness").streams
+
+
+def test_stage_keys_follow_their_fields_only():
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    train, ev = CHAPTER.stage("train"), CHAPTER.stage("eval")
+    ood = dataclasses.replace(cfg, ood_points=cfg.ood_points + 1)
+    assert train.key(ood, 0) == train.key(cfg, 0)   # the networks never see the OOD inputs
+    assert ev.key(ood, 0) != ev.key(cfg, 0)
+    swept = dataclasses.replace(cfg, robustness=("mmd_aggregation", "ood_score"))
+    assert ev.key(swept, 0) == ev.key(cfg, 0)        # which sweeps run changes no evaluation
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_evaluation_on_the_gpu_matches_the_cpu():
     cfg = get_profile("02b_posterior_mmd", "smoke")
-    data = ch2b.load_data(cfg)
-    nets = ch2b.train_networks(cfg, data, 0, progress=False)
-    samples = ch2b.posterior_samples(cfg, data, nets, 1, progress=False)
-    cpu = ch2b.evaluate(cfg, data, nets, samples, 2)
-    gpu = ch2b.evaluate(cfg, data, nets, samples, 2, device="cuda")
+    data = networks.load_data(cfg)
+    nets = networks.train_networks(cfg, data, 0, progress=False)
+    samples = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
+    cpu = evaluation.evaluate(cfg, data, nets, samples, 2)
+    gpu = evaluation.evaluate(cfg, data, nets, samples, 2, device="cuda")
     for a, b in zip(cpu["rows"], gpu["rows"]):
         for col in ("MMD", "NS", "Acc", "IDMI"):
             assert a[col] == pytest.approx(b[col], rel=1e-4, abs=1e-4)
@@ -118,7 +160,7 @@ ON_NETWORKS = ("multi_mode_closer", "ranking_stable_under_symmetry_removal", "mu
 def _made_up(*, accuracy=0.95, ood_pairs=4, r=0.4, p=1e-6, mean_breaks=None):
     single = {"Dropout": 15.0, "BNN": 18.0, "SGHMC": 16.0, "SWAG": 14.0, "Laplace": 10.0}
     rows = []
-    for mode, method in ch2b.METHODS:
+    for mode, method in sampling.METHODS:
         mmd = single[method] if mode == "one mode" else (0.0 if method == "DE" else single[method] / 8)
         better = mode == "multi mode" and method in ("Dropout", "BNN", "SWAG", "Laplace")[:ood_pairs]
         rows.append({"mode": mode, "method": method, "MMD": mmd, "NS": 0.9 * mmd,
@@ -131,8 +173,17 @@ def _made_up(*, accuracy=0.95, ood_pairs=4, r=0.4, p=1e-6, mean_breaks=None):
             "collapse": {"pearson_r": r, "p_value": p, "n_pairs": 780}}
 
 
-def _verdicts(results, config=JUDGED):
-    return {c["id"]: Claim(**c) for c in ch2b.claims(results, config)}
+def _results(made_up, config=JUDGED, detection=None) -> RunResults:
+    """The stages' results around a made-up evaluation; by default every OOD score detects
+    exactly as Table 1's columns say."""
+    if detection is None:
+        detection = [{"mode": r["mode"], "method": r["method"], "score": score, "AUPR": r["AUPR"],
+                      "FPR95": r["FPR95"]} for r in made_up["rows"] for score in evaluation.OOD_SCORES]
+    return RunResults({"eval": made_up, "robustness": detection}, config=config)
+
+
+def _verdicts(made_up, config=JUDGED):
+    return {c.id: c for c in CHAPTER.judged_claims(_results(made_up, config))}
 
 
 def test_made_up_results_where_every_claim_holds():
@@ -162,23 +213,37 @@ def test_untrained_networks_withhold_every_verdict_that_rests_on_them():
     assert v["deep_ensembles_closest"].verdict == "holds"   # a check of the code, not gated
 
 
-def test_smoke_profile_judges_nothing():
+def test_smoke_profile_judges_no_claim():
     smoke = get_profile("02b_posterior_mmd", "smoke")
-    assert all(c.verdict.startswith("not judged: run sized") for c in _verdicts(_made_up(), smoke).values())
+    verdicts = _verdicts(_made_up(), smoke)
+    assert all("profile sized to judge the claims" in c.verdict for c in verdicts.values() if c.kind is Kind.CLAIM)
+    assert verdicts["deep_ensembles_closest"].verdict == "holds"  # a code check: the gate is for claims
 
 
 def test_robustness_rejudges_under_each_choice():
     detection = [{"mode": r["mode"], "method": r["method"], "score": score,
                   "AUPR": r["AUPR"] if score != "entropy" else 50.0, "FPR95": r["FPR95"]}
-                 for r in _made_up()["rows"] for score in ch2b.OOD_SCORES]
-    results = _made_up(mean_breaks=("multi mode", "SWAG"))
-    rob = ch2b.robustness(results, JUDGED, detection)
-    closer = {r["value"]: r["outcome"] for r in rob["multi_mode_closer"]}
+                 for r in _made_up()["rows"] for score in evaluation.OOD_SCORES]
+    results = _results(_made_up(mean_breaks=("multi mode", "SWAG")), detection=detection)
+    rob = {s.claim: CHAPTER.sweep_frame(s, results) for s in CHAPTER.sweeps}
+    closer = dict(zip(rob["multi_mode_closer"]["setting"], rob["multi_mode_closer"]["verdict"]))
     assert closer == {"median": "holds", "mean": "does not hold", "max": "holds"}
-    ood = {r["value"]: r["outcome"] for r in rob["multi_mode_better_ood"]}
-    assert ood == {"max_softmax": "holds", "entropy": "does not hold", "mutual_information": "holds"}
-    assert [r["this run"] for r in rob["multi_mode_better_ood"]] == [True, False, False]
-    assert ch2b.robustness_summary(rob["multi_mode_better_ood"]) == (
-        "depends on ood_score (holds at max_softmax, does not hold at entropy, holds at mutual_information)")
-    assert ch2b.robustness_summary(rob["ranking_stable_under_symmetry_removal"]).startswith(
-        "mmd_aggregation: holds at every value")
+    ood = rob["multi_mode_better_ood"]
+    assert dict(zip(ood["setting"], ood["verdict"])) == {
+        "max_softmax": "holds", "entropy": "does not hold", "mutual_information": "holds"}
+    assert list(ood["this run"]) == [True, False, False]
+    ledger = {c.id: c for c in CHAPTER.judged_claims(results)}
+    assert ledger["multi_mode_better_ood"].ours.endswith(
+        "; robustness: depends on ood_score; holds with max_softmax, mutual_information")
+    assert ledger["ranking_stable_under_symmetry_removal"].ours.endswith(
+        "; robustness: holds under every setting judged")
+
+
+def test_robustness_rejects_an_unknown_choice():
+    odd = dataclasses.replace(JUDGED, robustness=("kernel_family",))
+    with pytest.raises(ValueError, match="unknown robustness choice 'kernel_family'"):
+        robustness.variants(_results(_made_up(), odd), "mmd_aggregation")
+
+
+def test_claims_take_the_eval_stage():
+    assert [c.id for c in claims.claims(_results(_made_up()))] == [c.id for c in claims.judge(_made_up())]

@@ -104,7 +104,7 @@ class PosteriorMMDProfile:
     """Whether the run is large enough to judge the claims (False: ledger entries are None)."""
     robustness: tuple[str, ...] = ("mmd_aggregation", "ood_score")
     """Choices whose effect on the verdicts a separate cached stage measures
-    (:func:`symlib.chapters.posterior_mmd.experiment.robustness`): ``"mmd_aggregation"``
+    (:mod:`symlib.chapters.posterior_mmd.robustness`): ``"mmd_aggregation"``
     (median, mean or maximum over the kernels) and ``"ood_score"`` (the OOD detection score)."""
 
 

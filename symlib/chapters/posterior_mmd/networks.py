@@ -1,0 +1,170 @@
+"""Chapter 2b's data and networks: MNIST, the reference checkpoints and the deep ensemble.
+
+:func:`load_data` reads the digits and the OOD inputs; :func:`train_networks` trains the
+reference checkpoints and the ensemble members in one vmapped computation
+(:func:`symlib.nn.training.train_batched`), or in independent chunks; :func:`sample_probs`
+gives the class probabilities of a set of weight samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from symlib.book.data import load_fashion_mnist, load_mnist, ood_patches
+from symlib.book.parallel import fan_out
+from symlib.inference import posteriors as post
+from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
+from symlib.nn.training import SGDConfig, train_batched
+
+__all__ = [
+    "LEARNED_ACCURACY",
+    "TRAIN_FIELDS",
+    "first_learned",
+    "load_data",
+    "sample_probs",
+    "sgd_config",
+    "test_accuracies",
+    "train_networks",
+]
+
+MNIST_MEAN, MNIST_SD = 0.1307, 0.3081  # the usual MNIST normalisation [open]
+LEARNED_ACCURACY = 0.2  # test accuracy above which an OptuNet counts as trained (chance: 0.1)
+_TRAIN_STREAM = 0  # SeedSequence stream of the training chunks
+
+TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "lr", "momentum",
+                "milestones", "weight_decay", "batch_size", "crop_padding", "mnist_source",
+                "train_chunk")
+"""The profile fields the networks depend on (:func:`train_networks`, :func:`sgd_config`)."""
+
+
+def load_data(config, *, ood: bool = True) -> dict[str, torch.Tensor]:
+    """Normalised MNIST images ``(N, 1, 28, 28)`` and (``ood``) the OOD set, normalised the same way.
+
+    Reads ``config.mnist_source`` and, with ``ood``, ``config.ood_source`` and
+    ``config.ood_points``: a stage that sees no OOD input loads with ``ood=False`` and need not
+    declare those fields. The OOD set is drawn from its own fixed seed, so loading it or not
+    moves no other number.
+    """
+    data = load_mnist(config.mnist_source, flatten=False)
+
+    def norm(x):
+        return (x - MNIST_MEAN) / MNIST_SD
+
+    out = {"x_train": norm(data["x_train"]), "y_train": data["y_train"],
+           "x_test": norm(data["x_test"]), "y_test": data["y_test"]}
+    if ood:
+        if config.ood_source == "patches":
+            x_ood = ood_patches(config.ood_points, seed=0).reshape(-1, 1, 28, 28)
+        elif config.ood_source == "fashion":
+            x_ood = load_fashion_mnist(flatten=False)["x_test"][:config.ood_points]
+        else:
+            raise ValueError(f"ood_source must be 'patches' or 'fashion', not {config.ood_source!r}")
+        out["x_ood"] = norm(x_ood)
+    return out
+
+
+def _loss(params, x, y):
+    return F.cross_entropy(optunet_forward(params, x), y)
+
+
+def sgd_config(config, epochs: int | None = None) -> SGDConfig:
+    """The training recipe of every network (reference, ensemble, dropout)."""
+    return SGDConfig(lr=config.lr, epochs=config.epochs if epochs is None else epochs,
+                     batch_size=config.batch_size, weight_decay=config.weight_decay,
+                     momentum=config.momentum, milestones=config.milestones,
+                     crop_padding=config.crop_padding, optimizer=config.optimizer)
+
+
+def _progress_hook(total: int, desc: str, progress: bool):
+    bar = tqdm(total=total, desc=desc, disable=not progress, mininterval=5)
+
+    def on_step(step, params):
+        bar.update(1)
+        if step == total:
+            bar.close()
+    return on_step
+
+
+def train_networks(config, data: dict, seed: int, *,
+                   progress: bool = True, jobs: int | None = None,
+                   device: torch.device | str = "cpu") -> dict:
+    """Reference checkpoints and ensemble members: ``reference_models + ensemble_models``
+    OptuNets with independent initialisations and data orders, trained as one batch, or as
+    chunks of ``config.train_chunk`` networks (each chunk one batch, with its own generator).
+
+    The chunks are independent and run through :func:`symlib.book.parallel.fan_out` (``jobs``
+    at a time, default ``$SYMLIB_JOBS``); the networks depend on the chunk size, never on
+    ``jobs``.
+
+    Training runs on ``device``; initialisation and data orders are drawn from CPU generators,
+    so a GPU run trains the same networks as a CPU run up to rounding.
+
+    Returns ``{"reference": params, "ensemble": params}`` (float32, leading model axis, on the
+    CPU) and their test accuracies.
+    """
+    n_ref, n_ens = config.reference_models, config.ensemble_models
+    total = n_ref + n_ens
+    if config.train_chunk is None:
+        chunks = [(None, total)]               # one batch from the run's seed itself
+    else:
+        sizes = [min(config.train_chunk, total - i) for i in range(0, total, config.train_chunk)]
+        chunks = list(enumerate(sizes))
+    tasks = [(config, data["x_train"], data["y_train"], seed, chunk, size,
+              progress and len(chunks) == 1, str(device)) for chunk, size in chunks]
+    parts = fan_out(_train_chunk, tasks, threads=config.threads, jobs=jobs,
+                    progress=progress and len(chunks) > 1, desc="reference + ensemble chunks")
+    trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+    acc = test_accuracies(trained, data, device)
+    return {"reference": {k: v[:n_ref] for k, v in trained.items()},
+            "ensemble": {k: v[n_ref:] for k, v in trained.items()},
+            "reference_accuracy": acc[:n_ref], "ensemble_accuracy": acc[n_ref:]}
+
+
+def _train_chunk(config, x: torch.Tensor, y: torch.Tensor, seed: int,
+                 chunk: int | None, size: int, progress: bool, device: str = "cpu") -> dict:
+    """``size`` OptuNets initialised and trained as one batch (one task).
+
+    ``chunk=None`` draws from ``seed`` itself (the single batch); chunk ``c`` from a generator
+    derived from ``(seed, c)`` with numpy's SeedSequence.
+    """
+    if chunk is None:
+        gen = torch.Generator().manual_seed(seed)
+    else:
+        state = np.random.SeedSequence([seed, _TRAIN_STREAM, chunk]).generate_state(2)
+        gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    params = {k: v.to(device) for k, v in init_optunet(gen, size).items()}
+    steps = config.epochs * (len(x) // config.batch_size)
+    trained = train_batched(_loss, params, x.to(device), y.to(device), sgd_config(config), gen,
+                            on_step=_progress_hook(steps, "reference + ensemble", progress),
+                            batched_loss_fn=optunet_cross_entropy_batched)
+    return {k: v.cpu() for k, v in trained.items()}
+
+
+def test_accuracies(params: dict, data: dict, device: torch.device | str = "cpu") -> torch.Tensor:
+    probs = sample_probs(params, data["x_test"], device=device)
+    return (probs.argmax(-1) == data["y_test"]).double().mean(-1)
+
+
+def sample_probs(params: dict, x: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Class probabilities ``(S, N, 10)`` of ``S`` OptuNet weight samples on inputs ``x``,
+    computed on ``device`` (:func:`symlib.inference.posteriors.predictive_probs`) and returned
+    on the CPU."""
+    one_mode = {k: v[None].to(device) for k, v in params.items()}
+    return post.predictive_probs(optunet_forward, one_mode, x.to(device))[0].cpu()
+
+
+def first_learned(accuracy: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the first ``k`` networks above chance level (test accuracy > 20 %), topped up
+    with the first stuck ones if too few learned.
+
+    A network stuck at chance (a dead ReLU bottleneck: OptuNet's head has 3 units) is not a
+    mode anyone would approximate a posterior around; the reference and the deep ensemble keep
+    them, being the plain outcome of training.
+    """
+    learned = torch.nonzero(accuracy > LEARNED_ACCURACY).flatten()
+    stuck = torch.nonzero(accuracy <= LEARNED_ACCURACY).flatten()
+    return torch.cat([learned, stuck])[:k]
+

@@ -1,0 +1,115 @@
+"""Chapter 2b's compute: four cached stages, each a function of its declared profile fields.
+
+Laurent, Aldea & Franchi (2024), Section 4, App. B and D.2 (NOTES.md §001). The reference
+posterior of OptuNet on MNIST is a set of independently trained checkpoints; each approximate
+method contributes weight samples, and the distance between the two sets is the layer-wise
+kernel-bank MMD, on raw weights ("MMD") and after symmetry removal ("NS").
+
+* ``train`` (:func:`~symlib.chapters.posterior_mmd.networks.train_networks`): the reference
+  checkpoints and the deep-ensemble members, all in one vmapped computation (or in chunks);
+* ``samples`` (:func:`~symlib.chapters.posterior_mmd.sampling.posterior_samples`): every method
+  of Table 1, single-mode (around the first ensemble member that learned) and multi-mode (the
+  same method around the first ``modes`` of them, the ``samples`` split evenly), MC dropout
+  trained from scratch, plus the deep ensemble's members;
+* ``eval`` (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`): Table 1 (MMD, NS,
+  accuracy, ECE, Brier, AUPR, FPR95, IDMI, OODMI), App. B.4 (median, mean and maximum over
+  kernels) and functional collapse (Fig. 3 / 7);
+* ``robustness`` (:func:`~symlib.chapters.posterior_mmd.evaluation.ood_detection`): the OOD
+  columns under every OOD score, when the profile's ``robustness`` asks for ``"ood_score"``
+  (``None`` otherwise); the sweeps of :mod:`~symlib.chapters.posterior_mmd.robustness` read it.
+
+Training, sampling and the evaluation run on the device; every random draw comes from CPU
+generators, so the runs on either device differ only by rounding. The stages keep the seeds
+they had before the chapter contract (``legacy_seed``: the run seed for ``train``, seed + 1
+for ``samples``, seed + 2 for ``eval``; ``robustness`` draws nothing); moving them onto named
+streams is issue 27, step 5. Choices the paper leaves open are fields of
+:class:`~symlib.chapters.posterior_mmd.profiles.PosteriorMMDProfile` marked [open].
+"""
+
+from __future__ import annotations
+
+from symlib.book.chapter import Stage, StageContext
+from symlib.book.data import data_fingerprint
+from symlib.book.runtime import torch_threads
+from symlib.chapters.posterior_mmd.evaluation import EVAL_FIELDS, evaluate, ood_detection
+from symlib.chapters.posterior_mmd.networks import TRAIN_FIELDS, load_data, train_networks
+from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
+
+__all__ = ["CACHE_VERSION", "STAGES"]
+
+CACHE_VERSION = "3"  # 3: training on the grouped-convolution loss
+"""The version of every stage (the one version the chapter had before the contract)."""
+
+_TRAIN = (*TRAIN_FIELDS, "threads")
+_SAMPLES = (*_TRAIN, *SAMPLE_FIELDS)
+_EVAL = (*_SAMPLES, *EVAL_FIELDS)
+_ROBUSTNESS = (*_SAMPLES, "ood_source", "ood_points", "robustness")
+
+
+def _digits_files(config) -> dict:
+    """The data files behind the MNIST digits (``{}`` for the shipped ones)."""
+    return data_fingerprint(config.mnist_source)
+
+
+def _digits_and_ood_files(config) -> dict:
+    """The data files behind the digits and the OOD inputs (Fashion-MNIST's, if it is read)."""
+    return data_fingerprint(config.mnist_source, fashion=config.ood_source == "fashion")
+
+
+def _run_seed(seed: int) -> int:
+    """``train``'s seed before the contract: the run seed itself."""
+    return seed
+
+
+def _run_seed_plus_1(seed: int) -> int:
+    """``samples``'s seed before the contract."""
+    return seed + 1
+
+
+def _run_seed_plus_2(seed: int) -> int:
+    """``eval``'s seed before the contract (the functional-collapse pairs)."""
+    return seed + 2
+
+
+def train(ctx: StageContext) -> dict:
+    """The reference checkpoints and the ensemble members, with their test accuracies."""
+    with torch_threads(ctx.config.threads):
+        data = load_data(ctx.config, ood=False)
+        return train_networks(ctx.config, data, ctx.seed, device=ctx.device)
+
+
+def samples(ctx: StageContext) -> dict:
+    """The weight samples of every row of Table 1."""
+    with torch_threads(ctx.config.threads):
+        data = load_data(ctx.config, ood=False)
+        return posterior_samples(ctx.config, data, ctx.inputs["train"], ctx.seed, device=ctx.device)
+
+
+def evaluation(ctx: StageContext) -> dict:
+    """Table 1, App. B.4 and functional collapse (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`)."""
+    with torch_threads(ctx.config.threads):
+        data = load_data(ctx.config)
+        return evaluate(ctx.config, data, ctx.inputs["train"], ctx.inputs["samples"], ctx.seed, ctx.device)
+
+
+def detection(ctx: StageContext) -> list[dict] | None:
+    """The OOD columns under every OOD score, if the profile sweeps the score; else None."""
+    if "ood_score" not in ctx.config.robustness:
+        return None
+    with torch_threads(ctx.config.threads):
+        data = load_data(ctx.config)
+        return ood_detection(data, ctx.inputs["samples"], ctx.device)
+
+
+STAGES = (
+    Stage("train", train, fields=_TRAIN, version=CACHE_VERSION, legacy_seed=_run_seed,
+          key_data=_digits_files),
+    Stage("samples", samples, fields=_SAMPLES, version=CACHE_VERSION, needs=("train",),
+          legacy_seed=_run_seed_plus_1, key_data=_digits_files),
+    Stage("eval", evaluation, fields=_EVAL, version=CACHE_VERSION, needs=("train", "samples"),
+          legacy_seed=_run_seed_plus_2, key_data=_digits_and_ood_files),
+    Stage("robustness", detection, fields=_ROBUSTNESS, version=CACHE_VERSION, needs=("samples",),
+          key_data=_digits_and_ood_files),
+)
+"""Chapter 2b's stages, in the order the old ``run`` computed them, each cached on its own under
+its old experiment (``02b_posterior_mmd-<name>``)."""
