@@ -21,7 +21,7 @@ from symlib.book.runtime import torch_threads
 from symlib.chapters import get_profile
 from symlib.chapters.constrained_models import experiment as ch4
 from symlib.chapters.ortho_skip import experiment as ch1
-from symlib.chapters.posterior_mmd import experiment as ch2b
+from symlib.chapters.posterior_mmd import networks as ch2b
 from symlib.chapters.sgm_vi import experiment as ch3
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched
 from symlib.nn.training import train_batched

@@ -3,9 +3,8 @@
 ``"mmd_aggregation"``: Table 1's MMD and NS columns as the median (the paper), mean or maximum
 over the kernel bank (App. B.4 says the order does not change); ``"ood_score"``: the OOD columns
 under each of :data:`~symlib.chapters.posterior_mmd.evaluation.OOD_SCORES` (the ``robustness``
-stage). The profile's ``robustness`` field names the choices swept; a choice it leaves out is
-shown at the run's own setting only (one row), since a :class:`~symlib.book.chapter.Sweep` of the
-chapter is declared for every profile.
+stage). The profile's ``robustness`` field names the choices swept; a choice it leaves out gives no rows,
+so that profile stores no such sweep (:class:`~symlib.book.chapter.Sweep`).
 """
 
 from __future__ import annotations
@@ -58,6 +57,8 @@ def sweep_rows(claim_id: str, choice: str):
     (:func:`~symlib.book.chapter.sized_to_judge`).
     """
     def rows(results: RunResults) -> list[dict]:
+        if choice not in results.config.robustness:
+            return []  # this profile does not sweep the choice
         gate = sized_to_judge(bool(results.config.judge))
         out = []
         for setting, table in variants(results, choice).items():
