@@ -9,10 +9,15 @@ import pytest
 import torch
 from scipy import stats
 
+from symlib.book.chapter import RunResults
 from symlib.book.preconditions import min_p_value
-from symlib.book.results import Claim, Kind
+from symlib.book.results import Kind, depends_on
 from symlib.chapters import get_profile
 from symlib.chapters import symmetry_removal as ex
+from symlib.chapters.symmetry_removal import CHAPTER
+from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
+from symlib.chapters.symmetry_removal.robustness import sweep_rows
+from symlib.chapters.symmetry_removal.stages import robustness_settings
 
 matplotlib.use("Agg")
 
@@ -20,19 +25,19 @@ matplotlib.use("Agg")
 @pytest.fixture(scope="module")
 def results():
     # cache and results go to the session's temporary directories (tests/conftest.py)
-    return ex.run(get_profile("02a_symmetry_removal", "smoke"), seed=0)
+    return CHAPTER.run_stages(get_profile("02a_symmetry_removal", "smoke"), seed=0)
 
 
 def test_smoke_run_structure(results):
-    claims = [Claim(**c) for c in results["claims"]]
+    claims = CHAPTER.judged_claims(results)
     assert [c.id for c in claims] == ["toy-duplicated-modes", "not-min-mass", "permutations-rare-late",
                                       "identical-marginals", "identical-marginals-optunet"]
     assert all(c.holds is None and "profile sized to judge" in c.verdict for c in claims)  # smoke
     assert all(c.criterion and c.kind is Kind.CLAIM for c in claims)
-    assert [e["id"] for e in results["errata"]] == ["sort-key", "grouped-conv-count"]
+    assert [e.id for e in CHAPTER.errata] == ["sort-key", "grouped-conv-count"]
     assert results["toy"]["n_trained"] == 200
     assert results["mass"]["max_output_change"] < 1e-8
-    assert results["optunets"]["canonical_output_change"] < 1e-10
+    assert results["optunet_ks"]["canonical_output_change"] < 1e-10
     assert all(r["min-mass"] <= r["mass"] * (1 + 1e-9) for r in results["mass"]["rows"])
     assert results["changes"]["mean_tau"].shape[0] == results["optunets"]["steps_per_epoch"]
 
@@ -44,12 +49,37 @@ def test_toy_removal_keeps_function_and_sorts(results):
         assert (toy["sorted"][:, 0] >= toy["sorted"][:, 1]).all()
 
 
-def test_figures_and_tables(results):
-    for fig in (ex.plot_toy(results["toy"]), ex.plot_mass(results["mass"]), ex.plot_kendall(results["changes"])):
-        assert fig.axes
-        matplotlib.pyplot.close(fig)
-    modes = pd.DataFrame(results["modes"])
+def test_figures_tables_and_quotes(results):
+    for view in CHAPTER.views:
+        built = view.build(results)
+        if isinstance(built, pd.DataFrame):
+            assert not built.empty, view.name
+        else:
+            assert built.axes, view.name
+            matplotlib.pyplot.close(built)
+    modes = CHAPTER.view("mode_counts").build(results)
     assert "ResNet-18 (CIFAR-100)" in set(modes["network"])
+    ks = CHAPTER.view("appendix_d3_ks").build(results)
+    assert list(ks.index) == ["toy hidden layer, raw", "toy hidden layer, canonical", "OptuNet conv2, raw",
+                              "OptuNet conv2, canonical"]
+    quotes = {q.name: float(q.value(results)) for q in CHAPTER.quotes}
+    assert quotes["toy_trained"] == 200 and quotes["n_optunets"] == 3
+    assert quotes["acc_needed"] == pytest.approx(0.9 * 95.3)
+
+
+def test_ks_caption_level_is_every_profiles():
+    # the appendix_d3_ks caption states the profile default's level: no profile may change it
+    assert {p.ks_alpha for p in ex.PROFILES.values()} == {SymmetryRemovalProfile.ks_alpha}
+    assert f"level {SymmetryRemovalProfile.ks_alpha}" in CHAPTER.view("appendix_d3_ks").caption
+
+
+def test_streams_distinct_and_legacy_seeds():
+    # the stages keep the seeds of before the contract: run seed + 0 (toy), 1 (training),
+    # 2 (min-mass probe), 3 (canonical probe); no two coincide, and no named stream is used yet
+    assert CHAPTER.streams(0) == []
+    assert CHAPTER.legacy_aliases(0) == [] and CHAPTER.legacy_aliases(7) == []
+    seeds = {s.name: s.legacy_seed(10) for s in CHAPTER.stages if s.legacy_seed is not None}
+    assert seeds == {"toy": 10, "optunets": 11, "mass": 12, "optunet_ks": 13}
 
 
 def test_kendall_tau():
@@ -58,6 +88,9 @@ def test_kendall_tau():
     torch.testing.assert_close(ex.kendall_tau(p, q), torch.tensor([1.0, -1.0]))
     torch.testing.assert_close(ex.kendall_tau(torch.tensor([0, 1, 2]), torch.tensor([1, 0, 2])),
                                torch.tensor(1 / 3))
+    # against scipy's Kendall tau (no ties: tau-a = tau-b)
+    a, b = torch.randperm(7, generator=torch.Generator().manual_seed(1)), torch.arange(7)
+    assert ex.kendall_tau(a, b).item() == pytest.approx(stats.kendalltau(a.numpy(), b.numpy()).statistic)
 
 
 def test_marginal_ks_detects_difference():
@@ -69,7 +102,7 @@ def test_marginal_ks_detects_difference():
 
 
 def _made_up(**change):
-    """Results where every claim holds: a symmetric raw toy posterior, 99 % of runs kept,
+    """Stage results where every claim holds: a symmetric raw toy posterior, 99 % of runs kept,
     OptuNets at 95 % accuracy, a mass ratio of 0.8, permutations 20x rarer late, KS tests
     rejecting at their level before removal and always after (for the toy)."""
     gen = torch.Generator().manual_seed(0)
@@ -77,11 +110,11 @@ def _made_up(**change):
     raw = torch.cat([a, a.flip(-1)])  # every mode twice: exactly symmetric
     toy = {"raw": raw, "sorted": raw.sort(-1, descending=True).values, "n_kept": 2000, "n_trained": 2020,
            "separable": True}
-    ks = {"toy hidden layer, raw": {"rejected": 0.04, "tests": 3},
-          "toy hidden layer, canonical": {"rejected": 1.0, "tests": 3},
-          "OptuNet conv2, raw": {"rejected": 0.05, "tests": 500},
-          "OptuNet conv2, canonical": {"rejected": 0.1, "tests": 500}}
-    res = {"toy": toy, "ks": ks, "mass": {"rows": [{"mass": 1.0, "min-mass": 0.8}] * 24},
+    res = {"toy": toy, "mass": {"rows": [{"mass": 1.0, "min-mass": 0.8}] * 24},
+           "toy_ks": {"toy hidden layer, raw": {"rejected": 0.04, "tests": 3},
+                      "toy hidden layer, canonical": {"rejected": 1.0, "tests": 3}},
+           "optunet_ks": {"OptuNet conv2, raw": {"rejected": 0.05, "tests": 500},
+                          "OptuNet conv2, canonical": {"rejected": 0.1, "tests": 500}},
            "changes": {"per_epoch": torch.tensor([0.2, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01, 0.01]),
                        "n_networks": 24},
            "optunets": {"accuracy": torch.full((24,), 0.95)}}
@@ -96,7 +129,7 @@ def _made_up(**change):
 
 def _verdicts(res, config=None):
     config = config or get_profile("02a_symmetry_removal", "quick")
-    return {c["id"]: Claim(**c) for c in ex.claims(res, config)}
+    return {c.id: c for c in CHAPTER.judged_claims(RunResults({**res, "robustness": {}}, config=config))}
 
 
 def test_each_criterion_on_made_up_results():
@@ -109,11 +142,10 @@ def test_each_criterion_on_made_up_results():
     flat = torch.tensor([0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.06, 0.05])  # late = early / 2
     assert _verdicts(_made_up(changes__per_epoch=flat))["permutations-rare-late"].holds is False
     toy_ks = {"rejected": 0.3, "tests": 3}
-    ks = _made_up()["ks"]
-    assert _verdicts(_made_up(ks={**ks, "toy hidden layer, raw": toy_ks}))["identical-marginals"].holds is False
-    assert _verdicts(_made_up(ks={**ks, "toy hidden layer, canonical": {"rejected": 0.2, "tests": 3}})
+    assert _verdicts(_made_up(**{"toy_ks__toy hidden layer, raw": toy_ks}))["identical-marginals"].holds is False
+    assert _verdicts(_made_up(**{"toy_ks__toy hidden layer, canonical": {"rejected": 0.2, "tests": 3}})
                      )["identical-marginals"].holds is False
-    assert _verdicts(_made_up(ks={**ks, "OptuNet conv2, raw": {"rejected": 0.2, "tests": 500}})
+    assert _verdicts(_made_up(**{"optunet_ks__OptuNet conv2, raw": {"rejected": 0.2, "tests": 500}})
                      )["identical-marginals-optunet"].holds is False
 
 
@@ -145,40 +177,39 @@ def test_ks_min_p_against_the_exact_count():
 
 
 def test_errata_name_the_paper_and_the_correction():
-    errata = {e["id"]: e for e in ex.errata()}
-    assert "maximum" in errata["sort-key"]["paper_says"] and "first" in errata["sort-key"]["correction"]
-    assert "172,800" in errata["grouped-conv-count"]["correction"]  # 2 x 5! x 5! x 3!
+    errata = {e.id: e for e in CHAPTER.errata}
+    assert "maximum" in errata["sort-key"].paper_says and "first" in errata["sort-key"].correction
+    assert "172,800" in errata["grouped-conv-count"].correction  # 2 x 5! x 5! x 3!
 
 
-def test_robustness_tables_on_made_up_sweep():
+def test_sweep_rows_on_made_up_sweep():
     config = get_profile("02a_symmetry_removal", "quick")
     main = _made_up()
     raw = torch.tensor([[2.0, 1.0]] * 1000)
-    sweep = [
-        {"field": "toy_means", "value": "near", "choice": "toy class means", "stage": "toy",
-         "config": config, "results": {"toy": {**main["toy"], "separable": False}, "ks": {}}},
-        {"field": "toy_epochs", "value": 5, "choice": "toy epochs", "stage": "toy", "config": config,
-         "results": {"toy": {**main["toy"], "raw": raw}, "ks": {}}},
-    ]
-    tables = ex.robustness_tables(main, sweep, config)
-    assert set(tables) == {"toy-duplicated-modes", "identical-marginals"}  # the OptuNet claims are untouched
-    t = tables["toy-duplicated-modes"]
+    sweep = {("toy_means", "near"): {"toy": {**main["toy"], "separable": False}, "toy_ks": main["toy_ks"]},
+             ("toy_epochs", 5): {"toy": {**main["toy"], "raw": raw}, "toy_ks": main["toy_ks"]}}
+    results = RunResults({**main, "robustness": sweep}, config=config)
+    assert [s.claim for s in ex.sweeps_for(config)] == ["toy-duplicated-modes", "identical-marginals"]
+    t = pd.DataFrame(sweep_rows(results, "toy-duplicated-modes"))
     assert t["verdict"].tolist() == ["holds", "not judged", "does not hold"]
-    assert ex.depends_on(t) == "depends on toy epochs; holds with this profile; not judged with toy_means = near"
-    assert ex.depends_on(tables["identical-marginals"]) == (
+    assert depends_on(t) == "depends on toy epochs (the paper: early stopping); holds with this profile; not judged with toy_means = near"
+    assert depends_on(pd.DataFrame(sweep_rows(results, "identical-marginals"))) == (
         "holds under every setting judged; not judged with toy_means = near")
+    assert len(sweep_rows(results, "not-min-mass")) == 1  # the OptuNet claims are untouched
 
 
 def test_smoke_robustness_stage(results):
     config = get_profile("02a_symmetry_removal", "smoke")
-    sweep = ex.robustness(config, seed=0)
-    assert [(s["field"], s["stage"]) for s in sweep] == [("toy_means", "toy"), ("optunet_momentum", "optunets")]
-    assert sweep[0]["config"].toy_means == config.robustness[0][1]
-    assert not torch.equal(sweep[0]["results"]["toy"]["raw"], results["toy"]["raw"])  # other data, other nets
-    assert sweep[1]["config"].optunet_momentum == 0.0
-    assert not torch.equal(sweep[1]["results"]["optunets"]["params"]["W1"], results["optunets"]["params"]["W1"])
-    tables = ex.robustness_tables(results, sweep, config)
-    assert set(tables) == {c["id"] for c in results["claims"]}
-    assert all(len(t) == 2 for t in tables.values())  # the run and the one setting of its stage
+    sweep = results["robustness"]
+    assert list(sweep) == list(config.robustness)
+    near, momentum = config.robustness
+    assert set(sweep[near]) == {"toy", "toy_ks"} and set(sweep[momentum]) == {"optunets", "changes", "mass", "optunet_ks"}
+    assert not torch.equal(sweep[near]["toy"]["raw"], results["toy"]["raw"])  # other data, other nets
+    assert not torch.equal(sweep[momentum]["optunets"]["params"]["W1"], results["optunets"]["params"]["W1"])
+    # an unchanged field reruns the same draws: the momentum setting's initialisation is the run's
+    assert sweep[momentum]["optunets"]["perms"][0].equal(results["optunets"]["perms"][0])
+    sweeps = ex.sweeps_for(config)
+    assert [s.claim for s in sweeps] == [c.id for c in CHAPTER.judged_claims(results)]
+    assert all(len(CHAPTER.sweep_frame(s, results)) == 2 for s in sweeps)  # the run and the one setting of its stage
     with pytest.raises(ValueError, match="not one of"):
-        ex.robustness(dataclasses.replace(config, robustness=(("optunet_lr", 1.0),)), seed=0)
+        robustness_settings(dataclasses.replace(config, robustness=(("optunet_lr", 1.0),)))

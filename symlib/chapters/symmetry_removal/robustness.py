@@ -1,0 +1,80 @@
+"""Chapter 2a's robustness: the claims' verdicts under the settings the paper left open.
+
+The ``robustness`` stage (:func:`~symlib.chapters.symmetry_removal.stages.sweep_setting`) reruns,
+per setting of the profile's ``robustness``, the stages that read the field it changes. Here
+each claim's :class:`~symlib.book.chapter.Sweep` judges the claim again on the run's results with
+those stages' results swapped in: the first row is the run as is, then one row per setting that
+reruns a stage the claim rests on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from symlib.book.chapter import RunResults, Sweep, sized_to_judge
+from symlib.book.results import outcome
+from symlib.chapters.symmetry_removal.claims import SECTIONS, claims
+from symlib.chapters.symmetry_removal.stages import ROBUSTNESS_CHOICES
+
+__all__ = ["GROUP_CLAIMS", "SWEEPS", "paper_only_settings", "sweep_rows", "sweeps_for"]
+
+GROUP_CLAIMS = {
+    "toy": ("toy-duplicated-modes", "identical-marginals"),
+    "optunets": ("not-min-mass", "permutations-rare-late", "identical-marginals-optunet"),
+}
+"""The claims that rest on each group of stages a setting may rerun (:data:`ROBUSTNESS_CHOICES`)."""
+
+
+def _row(results: RunResults, claim_id: str, choice: str, setting: str) -> dict:
+    """Claim ``claim_id`` judged on ``results`` (with the smoke gate, as the ledger judges it)."""
+    (claim,) = [c for c in claims(results) if c.id == claim_id]
+    claim = dataclasses.replace(claim, preconditions=(*claim.preconditions,
+                                                      *sized_to_judge(bool(results.config.judge))))
+    return {"choice": choice, "setting": setting, "verdict": outcome(claim.holds),
+            "failed preconditions": "; ".join(f"{p.criterion} ({p.measured})" for p in claim.failed_preconditions),
+            "ours": claim.ours}
+
+
+def sweep_rows(results: RunResults, claim_id: str) -> list[dict]:
+    """Claim ``claim_id``'s verdict as run, then under each setting that reruns a stage it rests on.
+
+    Returns:
+        Rows with ``choice``, ``setting``, ``verdict`` (holds / does not hold / not judged),
+        ``failed preconditions`` and ``ours``, in the order run.
+    """
+    main = {k: v for k, v in results.stages.items() if k != "robustness"}
+    rows = [_row(results, claim_id, "as run", "this profile")]
+    for (field, value), rerun in results["robustness"].items():
+        choice, group = ROBUSTNESS_CHOICES[field]
+        if claim_id not in GROUP_CLAIMS[group]:
+            continue
+        setting = RunResults({**main, **rerun}, config=dataclasses.replace(results.config, **{field: value}),
+                             seed=results.seed, device=results.device)
+        rows.append(_row(setting, claim_id, choice, f"{field} = {value}"))
+    return rows
+
+
+def _sweep(claim_id: str) -> Sweep:
+    return Sweep(claim_id, lambda results: sweep_rows(results, claim_id),
+                 caption=f"Verdict of {claim_id} under each setting")
+
+
+SWEEPS = tuple(_sweep(cid) for cid in SECTIONS)  # the ledger's order
+"""One sweep per claim; a profile whose settings rerun no stage of a claim has no sweep of it
+(:func:`sweeps_for`)."""
+
+
+def sweeps_for(config) -> tuple[Sweep, ...]:
+    """The sweeps of the claims that ``config.robustness`` touches, in the ledger's claim order.
+
+    The contract's :class:`~symlib.book.chapter.Sweep` cannot leave out a claim that no setting of
+    a profile touches (it would be stored with its one "as run" row, reading as robust), so the
+    notebook declares the chapter with these sweeps only.
+    """
+    touched = {cid for field, _ in config.robustness for cid in GROUP_CLAIMS[ROBUSTNESS_CHOICES[field][1]]}
+    return tuple(s for s in SWEEPS if s.claim in touched)
+
+
+def paper_only_settings(config, paper) -> list[str]:
+    """The settings of the ``paper`` profile's sweep that ``config`` leaves out, in words."""
+    return [f"{ROBUSTNESS_CHOICES[f][0]} = {v}" for f, v in paper.robustness if (f, v) not in config.robustness]
