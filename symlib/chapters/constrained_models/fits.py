@@ -58,6 +58,9 @@ def nuts_fit(model: str, x, y, hidden: int, prior: idf.NetPrior, *, chains: int,
 
 
 def advi_fit(model: str, x, y, prior, profile, seed: int, method: str, index: int) -> dict:
+    """ADVI (``method``: mean-field or full-rank) in torch on ``model``'s Stan log density; fit
+    ``index`` of the synthetic experiment draws from its own generators. Reads the profile's
+    ``advi_*`` fields; returns ``advi_draws`` draws and the final ELBO."""
     family = advi.Family.MEANFIELD if method == "ADVI mean-field" else advi.Family.FULLRANK
     d = idf.n_unconstrained(model, x.shape[1], 2)
     gen = seeds.generator(seed, "advi", index)
