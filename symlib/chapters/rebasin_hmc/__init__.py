@@ -1,40 +1,23 @@
 """Chapter 5: number of transpositions, rebasin and compact summaries of HMC (Xiao et al. 2023).
 
-Notebook ``notebooks/05_rebasin_hmc.md``. Modules: ``experiment`` (``run`` and the chapter's tables,
-claims and figures), ``profiles`` (its `smoke` / `quick` / `paper` sizes), ``paper`` (the paper's reported numbers).
+Notebook ``notebooks/05_rebasin_hmc.md``; :data:`CHAPTER` declares the chapter
+(:mod:`symlib.book.chapter`). Modules, one job each: ``profiles`` (its `smoke` / `quick` /
+`full` / `paper` sizes), ``stages`` (the stages, with ``stages_not`` and ``stages_bayes``
+holding their compute), ``claims`` (the ledger and its robustness sweeps), ``views`` (tables
+and quoted numbers) with ``figures``, and ``paper`` (the paper's reported numbers and settings).
 """
 
-from symlib.chapters.rebasin_hmc.experiment import (
-    BAYES_FIELDS,
-    HMC_VARIANTS,
-    METHODS,
-    NOT_FIELDS,
-    bayes_claims,
-    bayes_experiment,
-    claims,
-    errata,
-    findings,
-    hmc_frame,
-    load_data,
-    not_claims,
-    not_experiment,
-    not_frame,
-    plot_figure1,
-    plot_figure2,
-    plot_figure3,
-    pruning_table,
-    robustness,
-    robustness_summary,
-    run,
-    settings_table,
-    table1,
-    weight_matching_table,
-)
+from symlib.book.chapter import Chapter
+from symlib.chapters.rebasin_hmc import claims as _claims  # the package's .claims stays the module
 from symlib.chapters.rebasin_hmc.paper import PAPER_SETTINGS, REPORTED, reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
+from symlib.chapters.rebasin_hmc.stages import BAYES_FIELDS, HMC_VARIANTS, NOT_FIELDS, STAGES
+from symlib.chapters.rebasin_hmc.stages_bayes import METHODS
+from symlib.chapters.rebasin_hmc.views import QUOTES, VIEWS
 
 __all__ = [
     "BAYES_FIELDS",
+    "CHAPTER",
     "HMC_VARIANTS",
     "METHODS",
     "NOT_FIELDS",
@@ -42,25 +25,20 @@ __all__ = [
     "PROFILES",
     "REPORTED",
     "RebasinHMCProfile",
-    "bayes_claims",
-    "bayes_experiment",
-    "claims",
-    "errata",
-    "findings",
-    "hmc_frame",
-    "load_data",
-    "not_claims",
-    "not_experiment",
-    "not_frame",
-    "plot_figure1",
-    "plot_figure2",
-    "plot_figure3",
-    "pruning_table",
     "reported",
-    "robustness",
-    "robustness_summary",
-    "run",
-    "settings_table",
-    "table1",
-    "weight_matching_table",
 ]
+
+CHAPTER = Chapter(
+    name="05_rebasin_hmc",
+    paper="Xiao, Liu and Bamler 2023: compact representations of HMC samples by rebasin",
+    profiles=PROFILES,
+    stages=STAGES,
+    claims=_claims.claims,
+    errata=_claims.ERRATA,
+    sweeps=_claims.SWEEPS,
+    views=VIEWS,
+    quotes=QUOTES,
+    sections=_claims.SECTIONS,
+    judge_field="judge",
+)
+"""Chapter 5, declared: what the notebook, the pipeline and the tests use."""

@@ -94,7 +94,7 @@ class RebasinHMCProfile:
     prune_keep: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01)
     """Shares of weights kept when pruning [code]."""
     robust_hmc: tuple[str, ...] = ()
-    """Robustness stage: the HMC settings (names in :data:`symlib.chapters.rebasin_hmc.experiment.HMC_VARIANTS`)
+    """Robustness stage: the HMC settings (names in :data:`symlib.chapters.rebasin_hmc.stages.HMC_VARIANTS`)
     under which the Bayesian comparison is rerun and its claims judged again (empty: none)."""
     judge: bool = True
     """Whether the run is large enough to judge the claims (False: ledger entries are None)."""

@@ -1,0 +1,149 @@
+"""Chapter 5's compute: its stages, each a cached function of the profile fields it declares.
+
+* ``not`` (:func:`~symlib.chapters.rebasin_hmc.stages_not.not_experiment`): Figures 1 and 2;
+* ``ensemble`` (:func:`~symlib.chapters.rebasin_hmc.stages_bayes.fit_ensemble`) and ``vi``
+  (:func:`~symlib.chapters.rebasin_hmc.stages_bayes.fit_vi`): the methods HMC is compared with;
+  they depend on none of the HMC settings, so the main comparison and every HMC variant share them;
+* ``bayes`` (:func:`~symlib.chapters.rebasin_hmc.stages_bayes.bayes_experiment`): HMC and the
+  comparison of Table 1 and Figure 3;
+* ``robust``: the same comparison under the other HMC settings the profile names
+  (``robust_hmc``, :data:`HMC_VARIANTS`), one cached entry per variant (a fan-out stage), in
+  the ``bayes`` stage's cache folder.
+
+Every stage keeps the seed it had before the chapter contract (``legacy_seed``), so the
+migration moved no number. Those seeds are arithmetic on the run seed and alias streams that
+should be independent (issue 27, step 5, which gives them named streams and bumps the versions):
+
+- ``vi``: the initial means and the Monte Carlo noise both come from generators seeded
+  ``1000 * seed + 2`` (:func:`_vi`, the one place to change);
+- ``not``: its W_init seed ``s`` uses ``1000 * seed + s``, so its seeds 1 and 2 start like the
+  ``ensemble`` (``+ 1``) and ``vi`` (``+ 2``) generators;
+- ``bayes`` and ``robust``: every HMC variant starts from the same seeds as the main run
+  (``+ 3``, ``+ 4``, ``+ 5``), on purpose (common random numbers across the variants).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from symlib.book.chapter import Stage
+from symlib.book.data import data_fingerprint
+from symlib.chapters.rebasin_hmc.stages_bayes import bayes_experiment, fit_ensemble, fit_vi
+from symlib.chapters.rebasin_hmc.stages_not import not_experiment
+
+__all__ = [
+    "BAYES_FIELDS",
+    "DATA_FIELDS",
+    "ENSEMBLE_FIELDS",
+    "HMC_VARIANTS",
+    "NOT_FIELDS",
+    "ROBUST_FIELDS",
+    "STAGES",
+    "VERSION",
+    "VI_FIELDS",
+]
+
+VERSION = "2"
+"""The version of every stage (the old ``experiment.VERSION``); bump a stage's own when its numbers change."""
+
+DATA_FIELDS = ("data_source", "n_train", "n_test")
+"""What :func:`~symlib.chapters.rebasin_hmc.stages_not.load_data` reads."""
+NOT_FIELDS = (*DATA_FIELDS, "not_width", "not_seeds", "not_values", "not_epochs", "not_lr", "not_momentum",
+              "not_batch_size", "path_points", "barrier_points")
+ENSEMBLE_FIELDS = (*DATA_FIELDS, "width", "prior_sd", "ens_members", "ens_epochs", "ens_lr", "ens_batch_size")
+VI_FIELDS = (*DATA_FIELDS, "width", "vi_epochs", "vi_lr", "vi_batch_size", "vi_init_sd")
+BAYES_FIELDS = (*ENSEMBLE_FIELDS, "vi_epochs", "vi_lr", "vi_batch_size", "vi_init_sd",
+                "hmc_chains", "hmc_warm_start_epochs", "hmc_burnin", "hmc_samples", "hmc_thin", "hmc_leapfrog",
+                "hmc_step_size", "hmc_adapt", "hmc_jitter", "hmc_target_accept", "hmc_memory_mb",
+                "predictive_samples", "match_points", "prune_keep")
+"""The ``bayes`` stage reads the HMC and evaluation fields and, through its inputs, the
+ensemble's and VI's (the old key's fields, now listed rather than sliced)."""
+ROBUST_FIELDS = (*BAYES_FIELDS, "robust_hmc")
+
+HMC_VARIANTS: dict[str, dict[str, object]] = {
+    "fixed step": {"hmc_adapt": False, "hmc_jitter": 0.0},
+    "adapted step": {"hmc_adapt": True, "hmc_jitter": 0.0},
+    "adapted step, jittered": {"hmc_adapt": True, "hmc_jitter": 0.2},
+    "no warm start": {"hmc_warm_start_epochs": 0},
+}
+"""HMC settings the robustness stage can rerun the Bayesian comparison under (profile field
+``robust_hmc``): the authors' fixed step size (``hmc_step_size``, no adaptation, no jitter), dual
+averaging with or without jitter [open], and HMC from the initialisation, without the `quick`
+profile's MAP warm start (as in the paper). A variant changes HMC settings only (``hmc_*``), so
+it shares the ``ensemble`` and ``vi`` stages' fits."""
+
+
+def _not_seed(seed: int) -> int:
+    return seed * 1000
+
+
+def _ensemble_seed(seed: int) -> int:
+    return seed * 1000 + 1
+
+
+def _vi_seed(seed: int) -> int:
+    return seed * 1000 + 2
+
+
+def _hmc_seed(seed: int) -> int:
+    return seed * 1000 + 3
+
+
+def _files(config) -> dict:
+    """Key part: the fingerprints of the data files ``data_source`` names ({} for the shipped data)."""
+    return data_fingerprint(config.data_source)
+
+
+def _not(ctx):
+    return not_experiment(ctx.config, ctx.seed, device=ctx.device)
+
+
+def _ensemble(ctx):
+    return fit_ensemble(ctx.config, ctx.seed, device=ctx.device)
+
+
+def _vi(ctx):
+    # legacy: both generators are seeded 1000 * seed + 2, an alias (issue 27, step 5 gives them
+    # the named streams "init" and "mc-noise" here and bumps this stage's version)
+    device = torch.device(ctx.device)
+    return fit_vi(ctx.config, init_generator=torch.Generator().manual_seed(ctx.seed),
+                  noise_generator=torch.Generator(device=device).manual_seed(ctx.seed), device=device)
+
+
+def _bayes(ctx):
+    return bayes_experiment(ctx.config, ctx.seed, ensemble_fit=ctx.inputs["ensemble"], vi_fit=ctx.inputs["vi"],
+                            device=ctx.device)
+
+
+def _variants(config) -> tuple[str, ...]:
+    """The ``robust`` stage's items: the HMC variants the profile names, checked."""
+    unknown = set(config.robust_hmc) - set(HMC_VARIANTS)
+    if unknown:
+        raise ValueError(f"unknown HMC variants {sorted(unknown)} in robust_hmc; valid: {', '.join(HMC_VARIANTS)}")
+    return tuple(config.robust_hmc)
+
+
+def robust_variant(ctx, name: str) -> dict:
+    """One item of the ``robust`` stage: the ``bayes`` stage's comparison under HMC variant ``name``."""
+    variant = ctx.config.replace(**HMC_VARIANTS[name])
+    return bayes_experiment(variant, ctx.seed, ensemble_fit=ctx.inputs["ensemble"], vi_fit=ctx.inputs["vi"],
+                            device=ctx.device)
+
+
+STAGES = (
+    Stage("not", _not, fields=NOT_FIELDS, version=VERSION, legacy_seed=_not_seed,
+          key_data=_files),
+    Stage("ensemble", _ensemble, fields=ENSEMBLE_FIELDS, version=VERSION, legacy_seed=_ensemble_seed,
+          key_data=_files),
+    Stage("vi", _vi, fields=VI_FIELDS, version=VERSION, legacy_seed=_vi_seed, key_data=_files),
+    Stage("bayes", _bayes, fields=BAYES_FIELDS, version=VERSION, needs=("ensemble", "vi"),
+          legacy_seed=_hmc_seed, key_data=_files),
+    Stage("robust", robust_variant, fields=ROBUST_FIELDS, version=VERSION, needs=("ensemble", "vi"),
+          legacy_seed=_hmc_seed, key_data=_files, items=_variants,
+          experiment="05_rebasin_hmc-bayes"),
+)
+"""Chapter 5's stages, in the order the old ``run`` computed them. The old ``run`` fitted the
+ensemble and VI inside the first ``bayes`` entry it missed and cached them only as part of it;
+they are stages of their own now (cached, so a run that hits every ``bayes`` entry fits
+neither). A ``robust`` item's key is the stage's key (the profile's own HMC fields and
+``robust_hmc``) plus the variant's name."""
