@@ -56,7 +56,8 @@ def paired_gap(benchmark: dict, better: str, worse: str, metric: str, higher_is_
 
     Args:
         benchmark: one benchmark's record of stage ``benchmarks`` (its ``rows`` are paired by seed).
-        better, worse: method keys.
+        better: the method key expected to do better.
+        worse: the method key it is compared with.
         metric: a column of the rows.
         higher_is_better: whether a larger ``metric`` is better.
     """
