@@ -1,0 +1,300 @@
+"""Chapter 6's compute: the gold standards, every remedy's fits, and their metrics.
+
+Four stages (:data:`STAGES`), run in order:
+
+* ``gold`` (one cached item per benchmark): long multi-chain HMC with jitter
+  (:mod:`symlib.inference.hmc`), its adequacy shown by split R-hat and bulk/tail ESS on
+  symmetry-invariant quantities (test predictions), beside the same diagnostics on canonicalised
+  and on raw weights (:func:`gold_standard`);
+* ``fits`` (one cached item per benchmark, method and seed): every remedy that fits something
+  (:func:`~symlib.chapters.synthesis.remedies.fit_remedy`);
+* ``qr`` (one cached item per benchmark, ``q_r`` method and seed): the rebasin-compact
+  summaries of the ensemble (from ``fits``) and of the HMC samples (from ``gold``)
+  (:func:`~symlib.chapters.synthesis.remedies.fit_compact`);
+* ``benchmarks`` (not cached: seconds): every fit's metrics against its gold standard, the gold
+  standard against itself (half the chains against the other half), and per benchmark the table
+  of means and standard errors over seeds (:func:`benchmark_results`).
+
+The fits are independent of the gold standards, so the old single queue ran them side by side
+with the longest HMC run; as stages they run after it (the ``gold`` stage's items still run side
+by side under ``$SYMLIB_JOBS``). Each item builds its own generators from its seed, so neither the
+order nor the worker changes a number.
+
+Seeds, kept from before the chapter contract (``legacy_seed``; issue 27, step 5 moves them onto
+named streams): the gold standards draw from the run seed ``s`` (:func:`gold_generator`); fit
+``i`` of every remedy on every benchmark draws from ``s + 1 + i`` (:func:`fit_generators`), so
+that the ``q_r`` fits share their seeds with the ``fits`` stage, and two generators of one fit
+(initialisations on the CPU, Monte Carlo noise on the device) start from the same seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from symlib import symmetry as sym
+from symlib.book.chapter import Stage, StageContext
+from symlib.book.runtime import torch_threads
+from symlib.chapters.synthesis.benchmarks import (
+    DATA_FIELDS,
+    Benchmark,
+    flat,
+    load_benchmark,
+    metrics_row,
+    potential,
+    predictions,
+    reset_peak,
+    thin,
+)
+from symlib.chapters.synthesis.remedies import (
+    COMPACT,
+    FIT_FIELDS,
+    fit_compact,
+    fit_remedy,
+    method_name,
+    methods,
+)
+from symlib.inference import hmc
+from symlib.metrics.mcmc import summary
+from symlib.nn.mlp import init_mlp, mlp_forward
+
+__all__ = [
+    "DIAG_WEIGHTS",
+    "GOLD",
+    "STAGES",
+    "VERSION",
+    "benchmark_results",
+    "fit_generators",
+    "gold_floor",
+    "gold_generator",
+    "gold_standard",
+    "summarise",
+]
+
+VERSION = "2"
+"""The stages' version (2: regression MFVI curves record interval means of the ELBO estimates)."""
+GOLD = "HMC: half the chains vs the other half"
+"""The name of the floor row: the gold standard against itself."""
+DIAG_WEIGHTS = 300
+"""Weight coordinates (evenly spaced) whose R-hat/ESS the gold standard reports."""
+
+GOLD_FIELDS = ("benchmarks", *DATA_FIELDS, "hmc_chains", "hmc_burnin", "hmc_samples", "hmc_thin", "hmc_leapfrog",
+               "diag_points", "threads")
+FITS_FIELDS = ("benchmarks", "n_seeds", *DATA_FIELDS, *FIT_FIELDS, "threads")
+QR_FIELDS = (*GOLD_FIELDS, *(f for f in FITS_FIELDS if f not in GOLD_FIELDS), "mmd_gold")
+
+
+# --------------------------------------------------------------------------- random generators
+
+
+def gold_generator(seed: int) -> torch.Generator:
+    """The gold standard's one generator: the chains' initialisations, then HMC's momenta and jitter.
+
+    The one place where issue 27's step 5 gives the gold standard named streams.
+    """
+    return torch.Generator().manual_seed(seed)
+
+
+def fit_generators(seed: int, device: str) -> tuple[torch.Generator, torch.Generator]:
+    """A fit's two generators ``(g_cpu, g)``: ``g_cpu`` draws initialisations and skip matrices
+    (on the CPU), ``g`` the fit's Monte Carlo noise and minibatches and the final weight samples
+    (on ``device``).
+
+    Both start from the same seed, as before the chapter contract: an alias (their draws start
+    alike) kept so that no number moves; this is the one place where issue 27's step 5 gives them
+    separate named streams.
+    """
+    return torch.Generator().manual_seed(seed), torch.Generator(device=device).manual_seed(seed)
+
+
+def _run_seed(seed: int) -> int:
+    """The gold standard's legacy seed: the run seed itself."""
+    return seed
+
+
+def _first_fit_seed(seed: int) -> int:
+    """The legacy seed of fit 0 of every remedy; fit ``i`` uses this plus ``i``."""
+    return seed + 1
+
+
+# --------------------------------------------------------------------------- gold standard
+
+
+def gold_standard(b: Benchmark, config, g: torch.Generator, device: str) -> dict:
+    """Multi-chain HMC on ``b``: the samples, their predictions and the mixing diagnostics.
+
+    Returns:
+        ``weights`` (all chains, chain-major), ``chain`` (each sample's chain), the predictions,
+        ``diagnostics`` (R-hat and ESS on predictions, canonical and raw weights) and the
+        sampler's statistics (``wall_s``, ``peak_mb``, ``accept_rate``, ``step_size``,
+        ``n_grad_evals``, ``stored_floats``).
+    """
+    chains = [init_mlp(b.spec, g) for _ in range(config.hmc_chains)]
+    init = {k: torch.stack([c[k] for c in chains]).to(device) for k in chains[0]}
+    peak = reset_peak(device)
+    res = hmc.sample(potential(b, b.x, b.y), init, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
+                     n_leapfrog=config.hmc_leapfrog, step_size=1e-2, generator=g, thin=config.hmc_thin,
+                     progress=False)
+    peak = peak()
+    store = res.samples
+    rows = store.batch(range(len(store)))                      # order (iteration, chain)
+    c, t = config.hmc_chains, config.hmc_samples
+    w = {k: v.reshape(t, c, *v.shape[1:]).transpose(0, 1).reshape(c * t, *v.shape[1:]) for k, v in rows.items()}
+    store.close()
+    out = predictions(b, w, {})
+    # symmetry-invariant diagnostics: the predictions at the first diag_points test inputs
+    with torch.no_grad():
+        f = torch.func.vmap(mlp_forward, in_dims=(0, None, None))(
+            {k: v.to(device) for k, v in w.items()}, b.x_test[: config.diag_points], b.spec)
+        if b.task == "classification":
+            f = torch.log_softmax(f, -1).gather(-1, b.y_test[: config.diag_points].expand(c * t, -1)[..., None])
+    pred = f[..., 0].reshape(c, t, -1).cpu().numpy()
+    weights = flat(w)
+    canon = flat(sym.canonicalise({k: v.double() for k, v in w.items()}, b.spec))
+    cols = np.linspace(0, weights.shape[1] - 1, min(DIAG_WEIGHTS, weights.shape[1])).round().astype(int)
+    diag = {
+        "predictions": summary(pred)._asdict(),
+        "canonical weights": summary(canon[:, cols].reshape(c, t, -1).numpy())._asdict(),
+        "raw weights": summary(weights[:, cols].reshape(c, t, -1).numpy())._asdict(),
+    }
+    return {"weights": w, "chain": np.repeat(np.arange(c), t), **out, "diagnostics": diag,
+            "wall_s": res.wall_time_s, "peak_mb": peak, "accept_rate": res.accept_rate.mean().item(),
+            "step_size": res.step_size.mean().item(), "n_grad_evals": res.n_grad_evals,
+            "stored_floats": c * t * b.spec.n_params}
+
+
+def gold_floor(b: Benchmark, gold: dict, config) -> dict:
+    """The gold standard against itself: the first half of the chains vs the second half."""
+    half = np.asarray(gold["chain"]) < config.hmc_chains // 2
+    # the sample sizes of the remedies' comparisons: n_pred_samples draws against mmd_gold
+    a = thin({k: v[torch.as_tensor(half)] for k, v in gold["weights"].items()}, config.n_pred_samples)
+    thin_b = thin({k: v[torch.as_tensor(~half)] for k, v in gold["weights"].items()}, config.mmd_gold)
+    pa, pb = predictions(b, a, {}), predictions(b, thin_b, {})
+    fit = {**pa, "weights": a, "wall_s": gold["wall_s"] / 2,
+           "stored_floats": gold["stored_floats"] / 2, "peak_mb": gold["peak_mb"]}
+    ref = {**pb, "f_ref": pb.get("f_test")}
+    canon_b = sym.canonicalise({k: v.double() for k, v in thin_b.items()}, b.spec)
+    return metrics_row(b, fit, ref, thin_b, canon_b)
+
+
+# --------------------------------------------------------------------------- stage items
+
+
+def _device(ctx: StageContext) -> str:
+    return str(torch.device(ctx.device))
+
+
+def _gold_item(ctx: StageContext, name: str) -> dict:
+    """Stage ``gold``, one benchmark (in torch's ``threads`` of the profile, as the old queue ran it)."""
+    device = _device(ctx)
+    with torch_threads(ctx.config.threads):
+        b = load_benchmark(name, ctx.config, device)
+        return gold_standard(b, ctx.config, gold_generator(ctx.seed), device)
+
+
+def _benchmark_items(config) -> list[str]:
+    return list(config.benchmarks)
+
+
+def _fit_items(config) -> list[tuple[str, str, int]]:
+    return [(n, m, i) for n in config.benchmarks for m in methods(n) if m not in COMPACT for i in range(config.n_seeds)]
+
+
+def _fit_item(ctx: StageContext, item: tuple[str, str, int]) -> dict:
+    """Stage ``fits``, one ``(benchmark, method, fit index)``."""
+    name, method, i = item
+    device = _device(ctx)
+    with torch_threads(ctx.config.threads):
+        b = load_benchmark(name, ctx.config, device)
+        g_cpu, g = fit_generators(ctx.seed + i, device)
+        return fit_remedy(b, method, ctx.config, g_cpu, g, device)
+
+
+def _compact_items(config) -> list[tuple[str, str, int]]:
+    return [(n, m, i) for n in config.benchmarks for m in methods(n) if m in COMPACT for i in range(config.n_seeds)]
+
+
+def _compact_item(ctx: StageContext, item: tuple[str, str, int]) -> dict:
+    """Stage ``qr``, one ``(benchmark, q_r method, fit index)``: the ensemble fit with the same
+    index, or the gold standard thinned to ``mmd_gold`` samples (matched onto the sample at the
+    fit's seed, modulo their number)."""
+    name, method, i = item
+    device, config, seed = _device(ctx), ctx.config, ctx.seed + i
+    with torch_threads(config.threads):
+        b = load_benchmark(name, config, device)
+        _, g = fit_generators(seed, device)
+        if method == "qr_ensemble":
+            ens = ctx.inputs["fits"][(name, "ensemble", i)]
+            source, base, ref = ens["weights"], ens["wall_s"], 0
+        else:
+            gold = ctx.inputs["gold"][name]
+            source, base = thin(gold["weights"], config.mmd_gold), gold["wall_s"]
+            ref = seed % len(next(iter(source.values())))
+        return fit_compact(b, method, source, base, ref, config, g, device)
+
+
+# --------------------------------------------------------------------------- metrics and tables
+
+
+def benchmark_results(ctx: StageContext) -> dict[str, dict]:
+    """Stage ``benchmarks``: per benchmark, every fit's metrics against the gold standard.
+
+    Returns:
+        Per benchmark: ``task``, ``spec`` (widths), ``n_train``, ``n_test``, ``rows`` (one per
+        method and seed), ``table`` (mean and standard error over seeds, the floor last,
+        :func:`summarise`), ``floor``, ``gold`` (diagnostics and sampler statistics) and
+        ``plateaus`` (the fits' objective-plateau preconditions, by method key).
+    """
+    config = ctx.config
+    fits = {**ctx.inputs["fits"], **ctx.inputs["qr"]}
+    out = {}
+    for n in config.benchmarks:
+        b = load_benchmark(n, config, "cpu")
+        gold = ctx.inputs["gold"][n]
+        gold_w = thin(gold["weights"], config.mmd_gold)
+        if b.task == "regression":
+            gold = {**gold, "f_ref": predictions(b, gold_w, {})["f_test"]}
+        gold_canon = sym.canonicalise({k: v.double() for k, v in gold_w.items()}, b.spec)
+        rows, plateaus = [], {}
+        for m in methods(n):
+            for i in range(config.n_seeds):
+                fit = fits[(n, m, i)]
+                rows.append({"method": method_name(m, config), "key": m, "seed": _first_fit_seed(ctx.run_seed) + i,
+                             **metrics_row(b, fit, gold, gold_w, gold_canon)})
+                if fit["plateau"] is not None:
+                    plateaus.setdefault(m, []).append(fit["plateau"])
+        floor = {"method": GOLD, "key": "gold", "seed": ctx.run_seed, **gold_floor(b, gold, config)}
+        frame = pd.DataFrame(rows)
+        out[n] = {
+            "task": b.task, "spec": b.spec.widths, "n_train": len(b.x), "n_test": len(b.x_test),
+            "rows": frame, "table": summarise(frame, floor), "floor": floor,
+            "gold": {k: gold[k] for k in ("diagnostics", "wall_s", "accept_rate", "step_size", "n_grad_evals",
+                                          "peak_mb")},
+            "plateaus": plateaus,
+        }
+    return out
+
+
+def summarise(frame: pd.DataFrame, floor: dict) -> pd.DataFrame:
+    """Mean and standard error (over seeds) of every metric, one row per method; the floor last."""
+    values = [c for c in frame.columns if c not in ("method", "key", "seed")]
+    grouped = frame.groupby("method", sort=False)[values]
+    mean, se = grouped.mean(), grouped.sem(ddof=1)
+    table = mean.copy()
+    for c in values:
+        table[f"{c} se"] = se[c]
+    table = table.reset_index()
+    gold = pd.DataFrame([{**{c: floor[c] for c in values}, "method": floor["method"]}])
+    return pd.concat([table, gold], ignore_index=True)
+
+
+STAGES = (
+    Stage("gold", _gold_item, fields=GOLD_FIELDS, version=VERSION, legacy_seed=_run_seed,
+          items=_benchmark_items),
+    Stage("fits", _fit_item, fields=FITS_FIELDS, version=VERSION, legacy_seed=_first_fit_seed, items=_fit_items),
+    Stage("qr", _compact_item, fields=QR_FIELDS, version=VERSION, needs=("gold", "fits"),
+          legacy_seed=_first_fit_seed, items=_compact_items),
+    Stage("benchmarks", benchmark_results, fields=QR_FIELDS, needs=("gold", "fits", "qr"), cache=False),
+)
+"""Chapter 6's stages, in order (see the module docstring)."""
