@@ -176,13 +176,20 @@ class StageContext:
             )
         return self.stage.legacy_seed(self.run_seed)
 
-    def stream(self, purpose: str) -> Stream:
-        """The named stream ``(run seed, chapter, stage, purpose)``; ``purpose`` must be declared."""
+    def stream(self, purpose: str, item: Any = None) -> Stream:
+        """The named stream ``(run seed, chapter, stage, purpose)``; ``purpose`` must be declared.
+
+        In a fan-out stage, ``item`` gives each item its own stream: the purpose becomes
+        ``"<purpose>[<item>]"`` (the item as canonical JSON, so ``("a", 1)`` and ``["a", 1]`` agree)."""
         if purpose not in self.stage.streams:
             raise ValueError(
                 f"stage {self.stage.name!r} of {self.chapter} draws from stream {purpose!r}, which it did "
                 f"not declare (declared: {list(self.stage.streams)}); add it to the stage's streams=(...)"
             )
+        if item is not None:
+            import json
+
+            purpose = f"{purpose}[{json.dumps(item, sort_keys=True, separators=(',', ':'))}]"
         return Stream(self.run_seed, self.chapter, self.stage.name, purpose)
 
 
@@ -279,6 +286,9 @@ class Table:
     source: str = ""
     paper_columns: tuple[str, ...] = ()
     index: bool = True
+    store: bool = True
+    """False for a table shown but stored elsewhere in the results file (the robustness
+    overview, the errata)."""
 
 
 @dataclass(frozen=True)
@@ -371,6 +381,8 @@ class Chapter:
         machine_claims: claims judged on this machine's timings.
         machine_text: a regular expression for the phrases of a claim's or robustness row's text
             that quote this machine's rates (masked before two texts are compared).
+        notes: ``notes(results) -> dict`` of facts about the run that are neither tables nor
+            claims (sampler statistics, compile times), written to the results file's ``notes``.
     """
 
     name: str
@@ -388,6 +400,7 @@ class Chapter:
     machine_tables: frozenset[str] = frozenset()
     machine_claims: frozenset[str] = frozenset()
     machine_text: str | None = None
+    notes: Callable[[RunResults], Mapping[str, Any]] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -538,6 +551,8 @@ class Chapter:
         from symlib.book import tables
 
         run.results.add_claims(self.judged_claims(results))
+        if self.notes is not None:
+            run.results.notes.update(self.notes(results))
         for erratum in self.errata:
             run.results.add_erratum(**dataclasses.asdict(erratum))
         for sweep in self.sweeps:
@@ -563,7 +578,8 @@ class Chapter:
 
             return tables.show_table(run, view.name, view.build(results), caption=view.caption,
                                      source=view.source, formats=dict(view.formats) if view.formats else None,
-                                     paper_columns=list(view.paper_columns) or None, index=view.index)
+                                     paper_columns=list(view.paper_columns) or None, index=view.index,
+                                     store=view.store)
         from myst_nb import glue
 
         fig = view.build(results)

@@ -168,3 +168,17 @@ def test_a_view_can_be_changed_only_in_its_declared_fields():
     assert view.replace(a=5).a == 5 and view.a == 1
     with pytest.raises(AttributeError, match="did not declare"):
         view.replace(b=3)
+
+
+def test_fan_out_items_get_their_own_streams_and_notes_reach_the_results():
+    seen = {}
+
+    def draw(ctx, item):
+        seen[item] = ctx.stream("init", item)
+        return 0
+
+    chapter = _chapter(Stage("fan", draw, streams=("init",), items=lambda config: [("a", 1), ("b", 2)], cache=False),
+                       notes=lambda results: {"n_items": len(results["fan"])})
+    results = chapter.run_stages(P(), seed=4)
+    assert seen[("a", 1)] == Stream(4, "98_test", "fan", 'init[["a",1]]') and seen[("a", 1)] != seen[("b", 2)]
+    assert chapter.notes(results) == {"n_items": 2}
