@@ -34,7 +34,10 @@ The notebook talks to the chapter through the contract only::
     CHAPTER.glue(results)                 # the numbers the prose quotes
     CHAPTER.show(run, results, "invariance")   # a table (numbered, stored in the results file)
     fig = CHAPTER.show(run, results, "fig_canonicalisation")   # a figure
-    CHAPTER.ledger(run, results)          # claims, errata, robustness; writes results/<name>.json
+    CHAPTER.show_robustness(run, results) # each sweep's summary and table
+    record = CHAPTER.ledger(run, results) # claims, errata, robustness, notes; writes results/<name>.json
+    CHAPTER.show_errata(run, record)      # the errata table, if any
+    display(CHAPTER.footer(record))       # profile, seed, device, wall time, versions
 
 To add a chapter: copy ``tests/book/example_chapter/`` (a complete chapter that runs through
 the pipeline in the tests), rename it, and replace its stages, claims and views.
@@ -585,6 +588,44 @@ class Chapter:
         fig = view.build(results)
         glue(view.name, fig, display=False)
         return fig
+
+    def show_robustness(self, run, results: RunResults) -> None:
+        """Show every sweep this profile runs: its one-line summary and its table (the ledger
+        stores them; :meth:`ledger`)."""
+        from IPython.display import Markdown, display
+
+        from symlib.book import tables
+
+        for sweep in self.sweeps:
+            frame = self.sweep_frame(sweep, results)
+            if frame is None:
+                continue
+            display(Markdown(f"**{sweep.claim}**: {depends_on(frame)}."))
+            display(tables.show_table(run, f"robustness {sweep.claim}", frame, store=False,
+                                      caption=sweep.caption or f"Verdict of {sweep.claim} under each setting"))
+
+    def show_errata(self, run, record: Mapping):
+        """The errata table of a written results ``record`` (:meth:`ledger`'s return), or None
+        when the chapter records none."""
+        from symlib.book import tables
+        from symlib.book.results import errata_frame
+
+        if not record.get("errata"):
+            return None
+        return tables.show_table(run, "errata", errata_frame([record])[["id", "where", "paper_says", "correction"]],
+                                 caption="Errata: what the paper printed and what this chapter uses", store=False)
+
+    def footer(self, record: Mapping, extra: str = ""):
+        """The page's last line: profile, seed, device, wall time, versions and results file of a
+        written results ``record``; ``extra`` is added after the wall time."""
+        from IPython.display import Markdown
+
+        extra = f" ({extra})" if extra else ""
+        return Markdown(
+            f"*Reproducibility: profile `{record['profile']}`, seed {record['seed']}, device `{record['device']}`, "
+            f"wall time {record['wall_time_s']:.1f} s{extra}, torch {record['versions']['torch']}, "
+            f"symlib {record['versions']['symlib']}. Results file: `results/{record['chapter']}.json`.*"
+        )
 
     def glue(self, results: RunResults) -> None:
         """Glue every quote as a float or text (``display=False``), for ``{glue:text}`` in the prose.

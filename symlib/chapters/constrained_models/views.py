@@ -26,6 +26,7 @@ __all__ = [
     "VIEWS",
     "advi_table",
     "boston_tables",
+    "build_notes",
     "diagnostics_table",
     "robustness_overview",
     "settings_table",
@@ -262,3 +263,8 @@ QUOTES = (
     Quote("brhat_max", lambda r: _boston_diag(r)["max split R-hat f(x)"].max()),
 )
 """Every number the page's prose quotes (``{glue:text}`name:fmt```); integers are glued as floats."""
+
+
+def build_notes(results) -> dict:
+    """The results file's notes: each Stan program's build time in this run (0 when cached)."""
+    return {"stan_build_s": {k: round(v, 1) for k, v in results["compile"].items()}}

@@ -13,7 +13,7 @@ from symlib.chapters.rebasin_hmc.paper import PAPER_SETTINGS, REPORTED, reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
 from symlib.chapters.rebasin_hmc.stages import BAYES_FIELDS, HMC_VARIANTS, NOT_FIELDS, STAGES
 from symlib.chapters.rebasin_hmc.stages_bayes import METHODS
-from symlib.chapters.rebasin_hmc.views import QUOTES, VIEWS
+from symlib.chapters.rebasin_hmc.views import QUOTES, VIEWS, timing_notes
 
 __all__ = [
     "BAYES_FIELDS",
@@ -40,5 +40,7 @@ CHAPTER = Chapter(
     quotes=QUOTES,
     sections=_claims.SECTIONS,
     judge_field="judge",
+    notes=timing_notes,
+    quick_seconds=140,
 )
 """Chapter 5, declared: what the notebook, the pipeline and the tests use."""

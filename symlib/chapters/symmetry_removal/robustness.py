@@ -16,7 +16,7 @@ from symlib.book.results import outcome
 from symlib.chapters.symmetry_removal.claims import SECTIONS, claims
 from symlib.chapters.symmetry_removal.stages import ROBUSTNESS_CHOICES
 
-__all__ = ["GROUP_CLAIMS", "SWEEPS", "paper_only_settings", "sweep_rows", "sweeps_for"]
+__all__ = ["GROUP_CLAIMS", "SWEEPS", "paper_only_settings", "sweep_rows"]
 
 GROUP_CLAIMS = {
     "toy": ("toy-duplicated-modes", "identical-marginals"),
@@ -51,7 +51,8 @@ def sweep_rows(results: RunResults, claim_id: str) -> list[dict]:
         setting = RunResults({**main, **rerun}, config=dataclasses.replace(results.config, **{field: value}),
                              seed=results.seed, device=results.device)
         rows.append(_row(setting, claim_id, choice, f"{field} = {value}"))
-    return rows
+    # a claim no setting of this profile reruns has no sweep here (one "as run" row would read as robust)
+    return rows if len(rows) > 1 else []
 
 
 def _sweep(claim_id: str) -> Sweep:
@@ -60,19 +61,8 @@ def _sweep(claim_id: str) -> Sweep:
 
 
 SWEEPS = tuple(_sweep(cid) for cid in SECTIONS)  # the ledger's order
-"""One sweep per claim; a profile whose settings rerun no stage of a claim has no sweep of it
-(:func:`sweeps_for`)."""
-
-
-def sweeps_for(config) -> tuple[Sweep, ...]:
-    """The sweeps of the claims that ``config.robustness`` touches, in the ledger's claim order.
-
-    The contract's :class:`~symlib.book.chapter.Sweep` cannot leave out a claim that no setting of
-    a profile touches (it would be stored with its one "as run" row, reading as robust), so the
-    notebook declares the chapter with these sweeps only.
-    """
-    touched = {cid for field, _ in config.robustness for cid in GROUP_CLAIMS[ROBUSTNESS_CHOICES[field][1]]}
-    return tuple(s for s in SWEEPS if s.claim in touched)
+"""One sweep per claim; a profile whose settings rerun no stage of a claim gives it no rows, so it
+stores no sweep of it."""
 
 
 def paper_only_settings(config, paper) -> list[str]:
