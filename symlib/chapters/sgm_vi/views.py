@@ -10,10 +10,22 @@ import pandas as pd
 
 from symlib.book.chapter import Figure, Quote, Table
 from symlib.chapters.sgm_vi.claims import toy_plateaus
-from symlib.chapters.sgm_vi.figures import plot_cost, plot_figure3, plot_figure4, plot_mnist_gain, plot_proximity
+from symlib.chapters.sgm_vi.figures import (
+    plot_cost,
+    plot_figure3,
+    plot_figure4,
+    plot_mnist_gain,
+    plot_proximity,
+)
 from symlib.chapters.sgm_vi.paper import reported, toy_lg_gain, toy_mse_gain
 from symlib.chapters.sgm_vi.stages_geometry import proximity_table, threshold_table
-from symlib.chapters.sgm_vi.stages_mnist import cell, cost_slopes, mnist_diagnostics, mnist_gains, mnist_identical
+from symlib.chapters.sgm_vi.stages_mnist import (
+    cell,
+    cost_slopes,
+    mnist_diagnostics,
+    mnist_gains,
+    mnist_identical,
+)
 from symlib.chapters.sgm_vi.stages_toy import sgm_key, toy_fits_between_modes, toy_fits_on_a_mode
 
 __all__ = ["QUOTES", "VIEWS", "cost_table", "paired_differences", "settings_table", "table1", "table2", "table3"]
