@@ -4,7 +4,7 @@ Each ``(field, values)`` of the profile's ``robustness`` reruns the experiment t
 to with that one field changed (the ``robustness`` stage, each variant cached on its own) and
 judges the claims resting on that experiment again; ``interp_band`` only rereads ``a*`` off the
 same fits. Code checks are left out: they hold by construction. A claim none of whose choices
-the profile varies gets one row, the run's own settings (the contract wants a row per sweep).
+the profile varies gets no rows: that profile runs no sweep of it (nothing stored or appended).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def sweep_rows(results, claim_id: str) -> list[dict]:
     the experiment it rests on, the run's own setting first for each choice.
 
     Returns:
-        Rows with ``choice`` (the profile field), ``setting`` (its value, as text), ``this run``,
+        No rows when the profile varies no choice the claim rests on; else rows with ``choice`` (the profile field), ``setting`` (its value, as text), ``this run``,
         ``verdict`` (holds / does not hold / not judged), ``detail`` (the verdict with the unmet
         precondition) and ``ours`` (the measurement under that setting).
     """
@@ -68,7 +68,7 @@ def sweep_rows(results, claim_id: str) -> list[dict]:
             else:
                 variant = {**stages, part: stages["robustness"][(field, value)]}
             rows.append(_row(field, _setting(value), False, _judged(variant, config)[claim_id]))
-    return rows or [_row("none varied", "this run's settings", True, own_claim)]
+    return rows
 
 
 def sweep_summary(frame) -> str:
