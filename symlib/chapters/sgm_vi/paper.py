@@ -6,9 +6,11 @@ papers folder lists how each was recovered.
 
 from __future__ import annotations
 
+import math
+
 from symlib.book.reference import ReportedTable, lookup
 
-__all__ = ["REPORTED", "reported"]
+__all__ = ["REPORTED", "reported", "table1_accuracy", "table1_gain", "toy_lg_gain", "toy_mse_gain"]
 
 REPORTED: dict[str, ReportedTable] = {
     "gelberg2024/table1_mnist": ReportedTable(
@@ -48,3 +50,36 @@ REPORTED: dict[str, ReportedTable] = {
 def reported(key: str) -> ReportedTable:
     """The reported table ``key``; unknown keys fail listing the valid ones."""
     return lookup(REPORTED, key)
+
+
+def _mean(text) -> float:
+    """The mean of a reported ``"mean±sd"`` entry (or a bare number)."""
+    return float(str(text).split("±")[0])
+
+
+def table1_accuracy(method: str, width: int) -> float:
+    """The paper's mean MNIST test accuracy (%) of ``method`` at ``width`` (Table 1)."""
+    return _mean(reported("gelberg2024/table1_mnist").frame().set_index("method").loc[method, f"width {width}"])
+
+
+def table1_gain(method: str, width: int) -> float:
+    """The paper's accuracy gain of ``method`` over MFVI at ``width``: the difference of its
+    Table 1 means (NaN for a method the paper did not run)."""
+    paper = reported("gelberg2024/table1_mnist").frame().set_index("method")
+    if method not in paper.index:
+        return math.nan
+    return _mean(paper.loc[method, f"width {width}"]) - _mean(paper.loc["MFVI", f"width {width}"])
+
+
+def toy_mse_gain(a: float) -> float:
+    """The paper's test-MSE advantage of SGM on the two-parameter BNN at slope ``a``:
+    MSE(MFVI) - MSE(SGM K=2), the difference of its Table 2 means."""
+    paper = reported("gelberg2024/table2_toy_mse").frame().set_index("method")
+    return _mean(paper.loc["MFVI", f"a={a:g}"]) - _mean(paper.loc["SGM K=2", f"a={a:g}"])
+
+
+def toy_lg_gain(a: float) -> float:
+    """The paper's symmetrised-ELBO advantage of SGM at slope ``a``: L^G(SGM) - L^G(MFVI),
+    from its Table 3 (normalised ELBOs)."""
+    paper = reported("gelberg2024/table3_toy_elbo").frame().set_index(["method", "objective"])
+    return float(paper.loc[("SGM", "L^G"), f"a={a:g}"] - paper.loc[("MFVI", "L^G"), f"a={a:g}"])

@@ -113,7 +113,7 @@ class SGMProfile:
     robustness: tuple[tuple[str, tuple], ...] = ()
     """Sensitivity sweep, a separate cached stage: ``(field, values)`` pairs; each value reruns
     the experiment that field belongs to with only that field changed and judges its claims
-    again (:func:`symlib.chapters.sgm_vi.experiment.robustness`). Fields are choices the paper
+    again (the `robustness` stage and :mod:`symlib.chapters.sgm_vi.sweeps`). Fields are choices the paper
     leaves open (or states without a reason) on which a verdict may rest. Empty: no sweep."""
 
 
