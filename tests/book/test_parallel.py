@@ -18,11 +18,11 @@ import torch
 
 from symlib.book import parallel
 from symlib.book.runtime import torch_threads
+from symlib.chapters import constrained_models as ch4
 from symlib.chapters import get_profile
-from symlib.chapters.constrained_models import experiment as ch4
 from symlib.chapters.ortho_skip import experiment as ch1
 from symlib.chapters.posterior_mmd import networks as ch2b
-from symlib.chapters.sgm_vi import experiment as ch3
+from symlib.chapters.sgm_vi import stages_mnist as ch3
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched
 from symlib.nn.training import train_batched
 
@@ -147,7 +147,7 @@ def test_cache_entries_of_worker_processes_reach_the_results_file(tmp_path):
 
 
 def test_chapter3_mnist_cells_two_at_a_time_equal_the_serial_run():
-    p = get_profile(ch3.CHAPTER, "smoke")
+    p = get_profile("03_sgm_vi", "smoke")
     serial = ch3.mnist_experiment(p, 0, jobs=1)
     assert len(serial["cells"]) == len(p.mnist_widths) * (1 + len(p.mnist_ks))
     assert_identical(ch3.mnist_experiment(p, 0, jobs=2), serial)
@@ -158,13 +158,13 @@ def test_chapter4_stan_fits_in_worker_processes_equal_the_serial_run(tmp_path):
     stage's fits run in two loky workers of a separate Python,
     which must also exit: httpstan's chain processes inside a worker once kept it from exiting,
     and a worker's clean-up once deleted the other worker's Stan fit before it was read."""
-    p = get_profile(ch4.CHAPTER, "smoke")
+    p = get_profile("04_constrained_models", "smoke")
     out = tmp_path / "fanned.pt"
     script = textwrap.dedent(f"""
         import torch
         from symlib.chapters import get_profile
-        from symlib.chapters.constrained_models import experiment as ch4
-        p = get_profile(ch4.CHAPTER, "smoke")
+        from symlib.chapters import constrained_models as ch4
+        p = get_profile("04_constrained_models", "smoke")
         torch.set_num_threads(1)
         res = {{"synth": ch4.synthetic_experiment(p, 0), "boston": ch4.boston_experiment(p, 0),
                 "robust": ch4.robustness_experiment(p, 0)}}
@@ -246,7 +246,7 @@ def test_chapter1_experiments_side_by_side_equal_the_serial_run(monkeypatch):
 def test_on_a_dask_cluster_results_equal_the_serial_run():
     """The README's two lines: a ``dask.distributed`` client and joblib's dask backend."""
     distributed = pytest.importorskip("distributed")
-    p = get_profile(ch3.CHAPTER, "smoke")
+    p = get_profile("03_sgm_vi", "smoke")
     with torch_threads(1):  # in-process workers share this process's thread setting
         serial = ch3.mnist_experiment(p, 0, jobs=1)
         with (

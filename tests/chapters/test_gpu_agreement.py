@@ -99,16 +99,19 @@ def test_chapter_1_runs_on_the_gpu():
         assert b["train_rmse"] == pytest.approx(a["train_rmse"], rel=0.5), a["variant"]
 
 
+def _smoke_stages(module, device):
+    """Every stage of a declared chapter in the smoke profile (seed 0) on ``device``."""
+    chapter = module.CHAPTER
+    return chapter.run_stages(get_profile(chapter.name, "smoke"), seed=0, device=device)
+
+
 def test_chapter_3_runs_on_the_gpu():
-    cpu = ch3.run("smoke", seed=0, device="cpu")
-    gpu = ch3.run("smoke", seed=0, device="cuda")
+    cpu, gpu = _smoke_stages(ch3, "cpu"), _smoke_stages(ch3, "cuda")
     for part in ("interp", "toy", "mnist"):
         _same_structure(cpu[part], gpu[part], part)
 
 
 def test_chapter_5_runs_on_the_gpu():
-    cfg = get_profile("05_rebasin_hmc", "smoke")
-    cpu = ch5.run(cfg, seed=0, device="cpu", progress=False)
-    gpu = ch5.run(cfg, seed=0, device="cuda", progress=False)
+    cpu, gpu = _smoke_stages(ch5, "cpu"), _smoke_stages(ch5, "cuda")
     _same_structure(cpu["not"], gpu["not"], "not")
     _same_structure(cpu["bayes"], gpu["bayes"], "bayes")
