@@ -1,0 +1,324 @@
+"""Chapter 1's compute: the sinc experiment, the ELBO gap and the sensitivity sweep, as stages.
+
+Kurle, Januschowski, Gasthaus & Wang (2021), "On symmetries in variational Bayesian neural nets".
+
+* ``main`` (:func:`main_stage`): both experiments, side by side through
+  :func:`symlib.book.parallel.fan_out`, one cache entry:
+
+  1. **Sinc regression** (paper Sec. 4, Figure 1, :func:`sinc_experiment`). A 1-32x5-1 SELU MLP,
+     isotropic ``N(0, 1)`` prior, mean-field Gaussian posterior fitted with the local
+     reparameterisation trick (:mod:`symlib.inference.mfvi`), full batch, KL weight annealed
+     linearly over the first half. The four :data:`VARIANTS` are trained side by side as one
+     batch of models (same data, same initial means, same fixed skip matrices). Metrics per
+     variant: train RMSE, test log-likelihood on fresh in-range data, mean epistemic sd inside
+     and outside the data range, the final ELBO and the share of weights whose posterior stayed
+     at the prior (per-weight KL to ``N(0, 1)`` below ``prior_kl_threshold``, weight matrices only:
+     the biases' prior differs between variants).
+  2. **ELBO gap** (paper Sec. 2.2, Eq. 6, :func:`gap_experiment`). For a net small enough to
+     enumerate its whole permutation group, ``KL[q0 || q_mix]`` (:mod:`symlib.chapters.ortho_skip.gap`)
+     as the means move from the prior to well separated, and as units collapse onto the prior.
+
+* ``robustness`` (:func:`robustness_setting`): a fan-out stage, one cached sinc rerun per setting
+  ``(field, value)`` of the profile's ``robustness`` sweep (:data:`ROBUSTNESS_CHOICES`), with
+  data, initial means, skip matrices and seed unchanged; the gap does not depend on these choices.
+
+Seeds: both stages keep the seed they had before the chapter contract (``legacy_seed``: the run
+seed itself) and derive their generators from it by purpose (:func:`legacy_generator`,
+SeedSequence ``[seed, purpose index]``), as before; the sweep reuses the main run's data and
+initial means on purpose. Moving onto named streams is issue 27, step 5.
+
+Threads: one torch intra-op thread on the CPU while a stage computes (restored afterwards).
+Each op here touches only ~10^5 numbers, so a second thread gains little, while on a busy
+machine every parallel op waits for a scheduler slice (measured on the 2-core build machine
+under load: ~8 ms per op with 2 threads vs 0.1 ms with 1, a 15x slower run).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from symlib.book.chapter import Stage
+from symlib.book.data import sinc_function, sinc_regression
+from symlib.book.parallel import fan_out
+from symlib.book.runtime import torch_threads
+from symlib.chapters.ortho_skip import gap as gap_lib
+from symlib.inference import mfvi
+from symlib.nn.mlp import Activation, MLPSpec, init_mlp
+from symlib.nn.orthoskip import skip_matrices
+
+__all__ = [
+    "GAP_FIELDS",
+    "ROBUSTNESS_CHOICES",
+    "SINC_FIELDS",
+    "STAGES",
+    "VARIANTS",
+    "VERSION",
+    "compute",
+    "gap_experiment",
+    "legacy_generator",
+    "main_stage",
+    "robustness_setting",
+    "robustness_settings",
+    "run_seed",
+    "sinc_experiment",
+]
+
+VERSION = "2"
+"""Bump when a code change alters the cached results (2: recorded ELBO curves are interval means)."""
+
+VARIANTS = (
+    {"name": "plain", "label": "No skip & no bias constr.", "skip": False, "ordered": False},
+    {"name": "bias_ordered", "label": "Bias constr.", "skip": False, "ordered": True},
+    {"name": "ortho_skip", "label": "Orthogonal skip", "skip": True, "ordered": False},
+    {"name": "ortho_skip_bias_ordered", "label": "Ortho. skip & bias constr.", "skip": True, "ordered": True},
+)
+"""The four panels of Kurle et al.'s Figure 1, in its order."""
+
+ROBUSTNESS_CHOICES = {
+    "learning_rate": "learning rate",
+    "init_sd": "initial posterior sd",
+    "learn_noise": "noise model",
+    "anneal_fraction": "KL annealing",
+}
+"""The profile fields the sensitivity sweep may change: the sinc experiment's open choices."""
+
+SINC_FIELDS = (
+    "hidden_widths", "n_train", "n_test", "n_grid", "x_plot", "frequency", "amplitude", "noise_sd",
+    "skip_placement", "init_sd", "n_steps", "n_train_samples", "learning_rate", "learn_noise",
+    "anneal_fraction", "record_every", "n_test_samples", "prior_kl_threshold",
+)
+"""The profile fields :func:`sinc_experiment` reads."""
+
+GAP_FIELDS = ("gap_widths", "n_gap_scales", "gap_max_scale", "gap_samples")
+"""The profile fields :func:`gap_experiment` reads."""
+
+_STREAMS = {"train": 0, "test": 1, "skips": 2, "init": 3, "fit": 4, "predict": 5, "gap": 6}
+
+
+def _threads(device: torch.device) -> int | None:
+    """Torch intra-op threads while computing: one on the CPU (module docstring), torch's own elsewhere."""
+    return 1 if device.type == "cpu" else None
+
+
+def main_stage(ctx) -> dict:
+    """Stage ``main``: both experiments (:func:`compute`) on the stage's fields, seed and device."""
+    device = torch.device(ctx.device)
+    threads = _threads(device)
+    with torch_threads(threads):
+        return compute(ctx.config, ctx.seed, device, threads)
+
+
+def robustness_settings(config) -> list[tuple[str, object]]:
+    """The items of stage ``robustness``: the profile's ``(field, value)`` settings, checked."""
+    for field, _ in config.robustness:
+        if field not in ROBUSTNESS_CHOICES:
+            raise ValueError(f"robustness field {field!r} is not one of {', '.join(ROBUSTNESS_CHOICES)}")
+    return [tuple(setting) for setting in config.robustness]
+
+
+def robustness_setting(ctx, item: tuple[str, object]) -> dict:
+    """Stage ``robustness``, one item: the sinc experiment with one open choice changed.
+
+    Returns:
+        The sinc results' ``metrics``, ``reference`` and ``history`` under the setting (enough
+        for :func:`symlib.chapters.ortho_skip.claims.claims`).
+    """
+    field, value = item
+    device = torch.device(ctx.device)
+    with torch_threads(_threads(device)):
+        sinc = sinc_experiment(ctx.config.replace(**{field: value}), ctx.seed, device)
+    return {k: sinc[k] for k in ("metrics", "reference", "history")}
+
+
+def compute(profile, seed: int, device: torch.device, threads: int | None = 1) -> dict:
+    """Both experiments, independent of each other, through :func:`symlib.book.parallel.fan_out`
+    (side by side when ``$SYMLIB_JOBS`` allows; each derives its own random streams)."""
+    start = time.perf_counter()
+    out = {"seed": seed, "device": str(device)}
+    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device)),
+                                                   (profile, seed, "gap", "cpu")], threads=threads)
+    out.update(fit)
+    out["gap"] = gap
+    out["timing"]["gap_s"] = gap_s
+    out["timing"]["total_s"] = time.perf_counter() - start
+    return out
+
+
+def _experiment(profile, seed: int, which: str, device: str) -> tuple[dict, float]:
+    """One of the two experiments (one task) and its wall time in seconds."""
+    t0 = time.perf_counter()
+    if which == "sinc":
+        result = sinc_experiment(profile, seed, torch.device(device))
+    else:
+        result = gap_experiment(profile, seed)
+    return result, time.perf_counter() - t0
+
+
+def sinc_experiment(profile, seed: int, device: torch.device) -> dict:
+    """The four :data:`VARIANTS` fitted to the sinc data side by side, and their metrics.
+
+    Returns:
+        ``metrics`` (one row per variant), ``reference`` (the true function's train RMSE and test
+        log-likelihood), ``fits`` (curves for :func:`symlib.chapters.ortho_skip.views.plot_fits`),
+        ``history`` (training curves) and ``timing``.
+    """
+    spec = MLPSpec((1, *profile.hidden_widths, 1), Activation.SELU)
+    data_kw = {"frequency": profile.frequency, "amplitude": profile.amplitude, "noise_sd": profile.noise_sd}
+    x, y = sinc_regression(profile.n_train, legacy_generator(seed, "train"), **data_kw)
+    x_test, y_test = sinc_regression(profile.n_test, legacy_generator(seed, "test"), **data_kw)
+    x_grid = torch.linspace(*profile.x_plot, profile.n_grid).unsqueeze(-1)
+
+    # One batch of four models: zero skip matrices are exactly "no skip".
+    n_var = len(VARIANTS)
+    skips = skip_matrices(spec, legacy_generator(seed, "skips"), placement=profile.skip_placement)
+    has_skip = torch.tensor([v["skip"] for v in VARIANTS])
+    batched_skips = {k: torch.where(has_skip[:, None, None], o, torch.zeros_like(o)) for k, o in skips.items()}
+    model = mfvi.BayesMLP(
+        spec,
+        {k: v.to(device) for k, v in batched_skips.items()},
+        torch.tensor([v["ordered"] for v in VARIANTS], device=device),
+    )
+    base = init_mlp(spec, legacy_generator(seed, "init"))
+    params = {k: v.expand(n_var, *v.shape).clone().to(device) for k, v in base.items()}
+    q0 = mfvi.mean_field_from_params(model, params, init_sd=profile.init_sd)
+    x, y, x_test, y_test, x_grid = (t.to(device) for t in (x, y, x_test, y_test, x_grid))
+
+    t0 = time.perf_counter()
+    result = mfvi.fit(
+        model, q0, x, y,
+        n_steps=profile.n_steps, n_samples=profile.n_train_samples, lr=profile.learning_rate,
+        generator=legacy_generator(seed, "fit", device), noise_sd=profile.noise_sd,
+        learn_noise=profile.learn_noise, anneal_fraction=profile.anneal_fraction,
+        record_every=profile.record_every, desc="chapter 1: VI, 4 variants",
+        # the plateau precondition reads this curve: one 16-sample estimate per record had lone
+        # spikes at twice the typical ELBO, the mean of the estimates between records has not
+        average_records=True,
+    )
+    train_s = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    q, noise = result.q, result.log_noise_sd.exp()
+    gen = legacy_generator(seed, "predict", device)
+    s_test = profile.n_test_samples
+    with torch.no_grad():
+        train_pred = _predict(q, model, x, s_test, gen, noise)
+        test_pred = _predict(q, model, x_test, s_test, gen, noise)
+        # whole-network draws on the grid: each sample is one function, so the curves are smooth
+        grid_pred = mfvi.predict(q, model, x_grid, s_test, gen, noise, whole_functions=True)
+        final = mfvi.elbo(q, model, x, y, noise, s_test, gen)
+    rmse = (train_pred.mean - y).square().mean((-1, -2)).sqrt()
+    test_ll = mfvi.predictive_log_likelihood(test_pred.samples, y_test, noise)
+    epi_sd = grid_pred.epistemic_var.sqrt().squeeze(-1)
+    inside = (x_grid.squeeze(-1).abs() <= 1.0)
+    kl_w = torch.cat([mfvi.gaussian_kl(q.mean[k], q.log_sd[k]).reshape(n_var, -1)
+                      for k in spec.shapes() if k.startswith("W")], dim=-1)
+    at_prior = (kl_w < profile.prior_kl_threshold).double().mean(-1)
+    by_layer = {k: (mfvi.gaussian_kl(q.mean[k], q.log_sd[k]).reshape(n_var, -1) < profile.prior_kl_threshold)
+                .double().mean(-1) for k in spec.shapes() if k.startswith("W")}
+    f_true_train = sinc_function(x, profile.frequency, profile.amplitude)
+    f_true_test = sinc_function(x_test, profile.frequency, profile.amplitude)
+    oracle_rmse = (f_true_train - y).square().mean().sqrt().item()
+    oracle_test_ll = (-0.5 * ((y_test - f_true_test) / profile.noise_sd).square()
+                      - math.log(profile.noise_sd) - 0.5 * math.log(2 * math.pi)).mean().item()
+
+    metrics = []
+    for i, v in enumerate(VARIANTS):
+        metrics.append({
+            "variant": v["name"],
+            "label": v["label"],
+            "train_rmse": rmse[i].item(),
+            "test_loglik": test_ll[i].item(),
+            "epistemic_sd_in": epi_sd[i, inside].mean().item(),
+            "epistemic_sd_out": epi_sd[i, ~inside].mean().item(),
+            "elbo": final.elbo[i].item(),
+            "expected_loglik": final.expected_log_likelihood[i].item(),
+            "kl": final.kl[i].item(),
+            "share_at_prior": at_prior[i].item(),
+            "share_at_prior_by_layer": {k: s[i].item() for k, s in by_layer.items()},
+            "noise_sd": noise.reshape(-1).expand(n_var)[i].item(),
+        })
+    fits = {
+        "x_train": _np(x).ravel(), "y_train": _np(y).ravel(),
+        "x_grid": _np(x_grid).ravel(),
+        "f_true": _np(sinc_function(x_grid, profile.frequency, profile.amplitude)).ravel(),
+        "variants": [v["name"] for v in VARIANTS],
+        "labels": [v["label"] for v in VARIANTS],
+        "mean": _np(grid_pred.mean.squeeze(-1)),
+        "epistemic_sd": _np(epi_sd),
+        "aleatoric_sd": _np(grid_pred.aleatoric_var.sqrt().squeeze(-1)),
+        "total_sd": _np(grid_pred.total_var.sqrt().squeeze(-1)),
+    }
+    history = {k: np.asarray(v) for k, v in result.history.items()}
+    evaluate_s = time.perf_counter() - t1
+    return {
+        "metrics": metrics,
+        "reference": {"oracle_train_rmse": oracle_rmse, "oracle_test_loglik": oracle_test_ll},
+        "fits": fits,
+        "history": history,
+        "timing": {"train_s": train_s, "evaluate_s": evaluate_s,
+                   "iterations_per_s": profile.n_steps / max(train_s, 1e-9)},
+    }
+
+
+def gap_experiment(profile, seed: int) -> dict:
+    """The ELBO gap of the ``gap_widths`` net against the mean scale, and against collapsed units."""
+    spec = MLPSpec(tuple(profile.gap_widths), Activation.SELU)
+    gen = legacy_generator(seed, "gap")
+    n_rest = profile.n_gap_scales - 1
+    scales = [0.0] + np.geomspace(1e-2, profile.gap_max_scale, n_rest).tolist()
+    curve = gap_lib.gap_curve(spec, scales, profile.gap_samples, gen)
+    n_hidden = len(spec.hidden_widths)
+    collapse = gap_lib.collapse_curve(spec, list(range(min(spec.hidden_widths) + 1)), profile.gap_samples,
+                                      gen, scale=profile.gap_max_scale)
+    return {
+        "widths": list(spec.widths),
+        "n_permutations": math.prod(math.factorial(n) for n in spec.hidden_widths),
+        "scales": curve.scales.numpy(),
+        "gap": curve.gap.numpy(),
+        "standard_error": curve.standard_error.numpy(),
+        "log_n": curve.log_n,
+        "log_n_paper": gap_lib.log_group_order(spec, range(2, n_hidden + 1)),
+        "collapse_n_active": collapse.n_active.numpy(),
+        "collapse_gap": collapse.gap.numpy(),
+        "collapse_standard_error": collapse.standard_error.numpy(),
+        "collapse_limit": collapse.limit.numpy(),
+        "collapse_scale": profile.gap_max_scale,
+        "samples": profile.gap_samples,
+    }
+
+
+def _predict(q, model, x, n_samples, generator, noise, chunk: int = 256) -> mfvi.Predictive:
+    """:func:`mfvi.predict` in chunks of inputs (exact: the local trick's noise is per input)."""
+    parts = [mfvi.predict(q, model, x[i: i + chunk], n_samples, generator, noise)
+             for i in range(0, x.shape[0], chunk)]
+    return mfvi.Predictive(*(torch.cat(t, dim=-2) for t in zip(*parts)))  # inputs are axis -2
+
+def legacy_generator(seed: int, stream: str, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator for one named random stream of the run, derived from ``seed`` (SeedSequence)."""
+    state = np.random.SeedSequence([int(seed), _STREAMS[stream]]).generate_state(1, dtype=np.uint64)[0]
+    return torch.Generator(device=torch.device(device)).manual_seed(int(state))
+
+
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().double().numpy()
+
+
+def run_seed(seed: int) -> int:
+    """The seed both stages used before the chapter contract: the run seed itself."""
+    return seed
+
+
+STAGES = (
+    Stage("main", main_stage, fields=(*SINC_FIELDS, *GAP_FIELDS), version=VERSION,
+          legacy_seed=run_seed, experiment="01_ortho_skip"),
+    Stage("robustness", robustness_setting, fields=(*SINC_FIELDS, "robustness"), version=VERSION,
+          legacy_seed=run_seed, experiment="01_ortho_skip", items=robustness_settings),
+)
+"""Chapter 1's stages. Both keep the cache folder and version of the code before the chapter
+contract (their keys changed shape: issue 27, item 4) and its seed, the run seed itself."""
