@@ -1,4 +1,4 @@
-"""Chapter 1 end to end in the smoke profile, plus the claim rules and the profiles."""
+"""Chapter 1 end to end in the smoke profile, plus the claim rules, the sweeps, the views and the profiles."""
 
 import dataclasses
 import math
@@ -9,11 +9,22 @@ import pandas as pd
 import pytest
 import torch
 
-from symlib.book.results import Claim, Kind
-from symlib.chapters import get_profile, ortho_skip
-from symlib.chapters.ortho_skip import OrthoSkipProfile
+from symlib.book.chapter import Figure, RunResults, Table
+from symlib.book.results import Kind, depends_on
+from symlib.chapters import get_profile
+from symlib.chapters.ortho_skip import (
+    CHAPTER,
+    ROBUSTNESS_CHOICES,
+    VARIANTS,
+    OrthoSkipProfile,
+    stages,
+    views,
+)
+from symlib.chapters.ortho_skip import claims as ch1_claims
 
 matplotlib.use("Agg")
+
+SINC_CLAIMS = ["plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior"]
 
 
 @pytest.fixture(scope="module")
@@ -21,41 +32,44 @@ def smoke(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SYMLIB_CACHE", str(tmp_path_factory.mktemp("cache")))
     try:
-        yield ortho_skip.run("smoke", seed=0, device="cpu")
+        yield CHAPTER.run_stages(get_profile("01_ortho_skip", "smoke"), seed=0, device="cpu")
     finally:
         mp.undo()
 
 
 def test_smoke_run_end_to_end(smoke):
-    names = [v["name"] for v in ortho_skip.VARIANTS]
-    assert smoke["profile"] == "smoke" and smoke["seed"] == 0
-    assert [row["variant"] for row in smoke["metrics"]] == names
-    for row in smoke["metrics"]:
+    main = smoke["main"]
+    names = [v["name"] for v in VARIANTS]
+    assert main["seed"] == 0 and main["device"] == "cpu"
+    assert [row["variant"] for row in main["metrics"]] == names
+    for row in main["metrics"]:
         for key in ("train_rmse", "test_loglik", "epistemic_sd_in", "epistemic_sd_out", "elbo", "kl"):
             assert math.isfinite(row[key]), (row["variant"], key)
         assert 0.0 <= row["share_at_prior"] <= 1.0
         assert row["noise_sd"] == pytest.approx(0.2)  # fixed noise
-    fits = smoke["fits"]
-    n_grid = smoke["config"]["n_grid"]
+    fits = main["fits"]
+    n_grid = smoke.config.n_grid
     for key in ("mean", "epistemic_sd", "aleatoric_sd", "total_sd"):
         assert fits[key].shape == (4, n_grid)
     assert np.allclose(fits["total_sd"] ** 2, fits["epistemic_sd"] ** 2 + fits["aleatoric_sd"] ** 2, rtol=1e-5)
     assert fits["x_grid"][0] == -2.0 and fits["x_grid"][-1] == 2.0
     assert fits["x_train"].min() >= -1.0 and fits["x_train"].max() <= 1.0
-    g = smoke["gap"]
+    g = main["gap"]
     assert abs(g["gap"][0]) < 1e-9 and np.all(g["gap"] <= g["log_n"] + 1e-9)
-    assert smoke["history"]["elbo"].shape[0] == 4
-    claims = [Claim(**c) for c in ortho_skip.claims(smoke)]
-    assert [c.id for c in claims] == ["plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior",
-                                      "gap-bounded"]
+    assert main["history"]["elbo"].shape[0] == 4
+    claims = CHAPTER.judged_claims(smoke)
+    assert [c.id for c in claims] == [*SINC_CLAIMS, "gap-bounded"]
     for c in claims:
-        assert c.holds is None and c.verdict.startswith("not judged: profile sized to judge")  # smoke
-        assert c.criterion and c.preconditions
-    assert [e["id"] for e in ortho_skip.errata(smoke)] == ["gap-bound-layers"]
+        assert c.holds is None and c.criterion and c.preconditions
+    for c in claims[:3]:  # smoke: the chapter's judge_field gates every claim
+        assert "profile sized to judge the claims" in c.verdict, c.verdict
+    # the code check is not gated by the profile; smoke's 64 gap samples fail its own precondition
+    assert "standard error" in claims[3].verdict and "profile" not in claims[3].verdict
+    assert [e.id for e in ch1_claims.errata(smoke)] == ["gap-bound-layers"]
     import matplotlib.pyplot as plt
 
     before = dict(matplotlib.rcParams)
-    for fig in (ortho_skip.plot_fits(smoke), ortho_skip.plot_elbo_gap(smoke)):
+    for fig in (views.plot_fits(main), views.plot_elbo_gap(main)):
         assert isinstance(fig, matplotlib.figure.Figure)
         plt.close(fig)
     assert dict(matplotlib.rcParams) == before  # no global style side effects
@@ -65,21 +79,31 @@ def test_smoke_run_is_cached_and_deterministic(smoke, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
     profile = get_profile("01_ortho_skip", "smoke")
     threads = torch.get_num_threads()
-    fresh = ortho_skip.run(profile, seed=0, device="cpu")  # recomputed in an empty cache
-    assert torch.get_num_threads() == threads  # run() restores the thread setting
-    again = ortho_skip.run(profile, seed=0, device="cpu")  # loaded
+    fresh = CHAPTER.run_stages(profile, seed=0, device="cpu")  # recomputed in an empty cache
+    assert torch.get_num_threads() == threads  # the stages restore the thread setting
+    again = CHAPTER.run_stages(profile, seed=0, device="cpu")  # loaded
     for a, b in ((fresh, smoke), (again, smoke)):
-        for ra, rb in zip(a["metrics"], b["metrics"]):
+        for ra, rb in zip(a["main"]["metrics"], b["main"]["metrics"]):
             assert ra["elbo"] == rb["elbo"] and ra["train_rmse"] == rb["train_rmse"]
-        assert np.array_equal(a["fits"]["mean"], b["fits"]["mean"])
-    assert len(list(tmp_path.rglob("*.pt"))) == 1
+        assert np.array_equal(a["main"]["fits"]["mean"], b["main"]["fits"]["mean"])
+    # one entry for the main run, one per robustness setting (a long sweep resumes)
+    assert len(list(tmp_path.rglob("*.pt"))) == 1 + len(profile.robustness)
 
 
-def _made_up(plain=None, skip=None, elbo_plain=None, gap=None, se=None, judge=True):
-    """A results dict with known answers: floor 0.2; plain underfits, skip fits and grows its sd
-    away from the data, plain collapses more; flat ELBOs; a gap curve inside [0, log N]."""
-    rows = {v["name"]: {"variant": v["name"], "train_rmse": 0.2, "test_loglik": -0.3, "epistemic_sd_in": 0.1,
-                        "epistemic_sd_out": 0.2, "share_at_prior": 0.5} for v in ortho_skip.VARIANTS}
+def test_streams_are_distinct_and_the_legacy_aliases_listed():
+    CHAPTER.streams(0)  # no two named streams coincide (none yet: both stages are legacy)
+    # both stages seed from the run seed, as before the contract: the sweep reruns the main
+    # run's data, initial means and skip matrices on purpose (one choice changed at a time)
+    assert CHAPTER.legacy_aliases(0) == [("main", "robustness")]
+    assert [s.legacy_seed(7) for s in CHAPTER.stages] == [7, 7]
+
+
+def _made_up(plain=None, skip=None, elbo_plain=None, gap=None, se=None, judge=True, robustness=None):
+    """Results with known answers: floor 0.2; plain underfits, skip fits and grows its sd away
+    from the data, plain collapses more; flat ELBOs; a gap curve inside [0, log N]."""
+    rows = {v["name"]: {"variant": v["name"], "label": v["label"], "train_rmse": 0.2, "test_loglik": -0.3,
+                        "epistemic_sd_in": 0.1, "epistemic_sd_out": 0.2, "share_at_prior": 0.5}
+            for v in VARIANTS}
     rows["plain"].update({"train_rmse": 0.35, "epistemic_sd_in": 0.1, "epistemic_sd_out": 0.1,
                           "share_at_prior": 0.9, **(plain or {})})
     rows["ortho_skip"].update({"train_rmse": 0.21, "epistemic_sd_in": 0.05, "epistemic_sd_out": 0.4,
@@ -90,8 +114,7 @@ def _made_up(plain=None, skip=None, elbo_plain=None, gap=None, se=None, judge=Tr
         elbo[0] = elbo_plain
     log_n = math.log(576)
     gaps = np.array([0.0, 1.0, 4.0, log_n - 1e-3]) if gap is None else np.asarray(gap)
-    return {
-        "config": {"judge": judge, "prior_kl_threshold": 0.1},
+    main = {
         "metrics": list(rows.values()),
         "reference": {"oracle_train_rmse": 0.2},
         "history": {"elbo": elbo},
@@ -99,17 +122,20 @@ def _made_up(plain=None, skip=None, elbo_plain=None, gap=None, se=None, judge=Tr
                 "gap": gaps, "standard_error": np.full(len(gaps), 0.01 if se is None else se),
                 "log_n": log_n, "log_n_paper": math.log(24)},
     }
+    config = dataclasses.replace(get_profile("01_ortho_skip", "quick"), judge=judge,
+                                 robustness=tuple(robustness or {}))
+    return RunResults({"main": main, "robustness": dict(robustness or {})}, config=config)
 
 
 def _verdicts(results):
-    return {c["id"]: Claim(**c) for c in ortho_skip.claims(results)}
+    return {c.id: c for c in CHAPTER.judged_claims(results)}
 
 
 def test_each_criterion_on_made_up_results():
     v = _verdicts(_made_up())
     assert all(c.holds is True for c in v.values()), {k: c.verdict for k, c in v.items()}
     assert v["gap-bounded"].kind is Kind.CODE_CHECK
-    assert all(v[k].kind is Kind.CLAIM for k in ("plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior"))
+    assert all(v[k].kind is Kind.CLAIM for k in SINC_CLAIMS)
     # the skip net underfits too: the underfitting contrast does not hold
     assert _verdicts(_made_up(skip={"train_rmse": 0.3}))["plain-underfits"].holds is False
     # a skip net wider everywhere but not growing away from the data does not count
@@ -124,61 +150,122 @@ def test_each_criterion_on_made_up_results():
 def test_unmet_preconditions_give_not_judged():
     rising = np.linspace(-1000.0, -100.0, 80)  # still climbing: 10 % windows differ by ~10 %
     v = _verdicts(_made_up(elbo_plain=rising))
-    for cid in ("plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior"):
+    for cid in SINC_CLAIMS:
         assert v[cid].holds is None and "ELBO of plain" in v[cid].verdict, v[cid].verdict
     assert v["gap-bounded"].holds is True  # the gap check does not rest on the VI fit
     noisy = _verdicts(_made_up(se=1.0))["gap-bounded"]  # 1 nat > 5 % of log 576
     assert noisy.holds is None and "standard error" in noisy.verdict
     smoke = _verdicts(_made_up(judge=False))
-    assert all(c.holds is None and "profile" in c.verdict for c in smoke.values())
+    assert all(smoke[cid].holds is None and "profile" in smoke[cid].verdict for cid in SINC_CLAIMS)
+    assert smoke["gap-bounded"].holds is True  # a code check: judged in every profile
 
 
 def test_erratum_names_the_printed_bound():
-    (e,) = ortho_skip.errata(_made_up())
-    assert e["id"] == "gap-bound-layers" and "l=2" in e["paper_says"]
-    assert f"{math.log(24):.3f}" in e["correction"] and f"{math.log(576):.3f}" in e["correction"]
+    (static,) = CHAPTER.errata
+    (e,) = ch1_claims.errata(_made_up())
+    assert e.id == static.id == "gap-bound-layers" and "l=2" in e.paper_says
+    assert e.correction.startswith(static.correction)
+    assert f"{math.log(24):.3f}" in e.correction and f"{math.log(576):.3f}" in e.correction
 
 
-def test_robustness_tables_report_which_choice_flips_a_verdict():
-    main = _made_up(skip={"train_rmse": 0.3})  # as run: the skip net underfits too
-    sweep = [
-        {"field": "learning_rate", "value": 1e-2, "choice": "learning rate",
-         "results": {k: v for k, v in _made_up().items() if k != "gap"}},  # here it fits
-        {"field": "learn_noise", "value": True, "choice": "noise model",
-         "results": {k: v for k, v in _made_up(skip={"train_rmse": 0.3}, elbo_plain=np.linspace(-1e3, -1e2, 80)).items()
-                     if k != "gap"}},
-    ]
-    tables = ortho_skip.robustness_tables(main, sweep)
-    assert set(tables) == {"plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior"}
+def _sweep_frames(results) -> dict:
+    return {s.claim: CHAPTER.sweep_frame(s, results) for s in CHAPTER.sweeps}
+
+
+def test_robustness_sweeps_report_which_choice_flips_a_verdict():
+    def sinc(results):
+        return {k: v for k, v in results["main"].items() if k != "gap"}
+
+    sweep = {("learning_rate", 1e-2): sinc(_made_up()),  # here the skip net fits
+             ("learn_noise", True): sinc(_made_up(skip={"train_rmse": 0.3}, elbo_plain=np.linspace(-1e3, -1e2, 80)))}
+    main = _made_up(skip={"train_rmse": 0.3}, robustness=sweep)  # as run: the skip net underfits too
+    tables = _sweep_frames(main)
+    assert list(tables) == SINC_CLAIMS  # one sweep per sinc claim; the gap check has none
     t = tables["plain-underfits"]
+    assert list(t.columns) == ["choice", "setting", "verdict", "failed preconditions", "ours"]
+    assert t["choice"].tolist() == ["as run", "learning rate", "noise model"]
+    assert t["setting"].tolist() == ["this profile", "learning_rate = 0.01", "learn_noise = True"]
     assert t["verdict"].tolist() == ["does not hold", "holds", "not judged"]
     assert "ELBO of plain" in t["failed preconditions"].iloc[2]
-    assert ortho_skip.depends_on(t) == ("depends on learning rate; holds with learning_rate = 0.01; "
-                                        "not judged with learn_noise = True")
-    assert ortho_skip.depends_on(tables["plain-collapses-to-prior"]) == (
+    assert depends_on(t) == ("depends on learning rate; holds with learning_rate = 0.01; "
+                             "not judged with learn_noise = True")
+    assert depends_on(tables["plain-collapses-to-prior"]) == (
         "holds under every setting judged; not judged with learn_noise = True")
-    assert ortho_skip.depends_on(t.iloc[2:]) == "not judged under any setting tried"
+    assert depends_on(t.iloc[2:]) == "not judged under any setting tried"
     unjudged_run = pd.DataFrame({"choice": ["as run", "learning rate", "noise model"],
                                  "setting": ["this profile", "lr = 1", "learn_noise = True"],
                                  "verdict": ["not judged", "holds", "does not hold"]})
-    assert ortho_skip.depends_on(unjudged_run) == (
+    assert depends_on(unjudged_run) == (
         "depends on learning rate, noise model; holds with lr = 1; not judged with this profile")
-    assert ortho_skip.robustness_tables(main, []) == {}
+    # the ledger appends each sweep's summary to its claim
+    claims = _verdicts(main)
+    assert claims["plain-underfits"].ours.endswith(f"; robustness: {depends_on(t)}")
+    assert "robustness" not in claims["gap-bounded"].ours
+    # a setting under the smoke profile is gated like the ledger's claims
+    smoke_rows = _sweep_frames(_made_up(judge=False, robustness=sweep))["plain-underfits"]
+    assert smoke_rows["verdict"].tolist() == ["not judged"] * 3
+    assert all("profile sized to judge" in f for f in smoke_rows["failed preconditions"])
 
 
-def test_smoke_robustness_stage(smoke, tmp_path, monkeypatch):
-    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+def test_a_profile_that_sweeps_nothing_records_no_robustness():
+    results = _made_up()  # quick and full sweep nothing
+    assert not results.config.robustness
+    claims = CHAPTER.judged_claims(results)
+    assert not any("robustness" in c.ours for c in claims)
+
+
+def test_smoke_robustness_stage(smoke):
     profile = get_profile("01_ortho_skip", "smoke")
-    sweep = ortho_skip.robustness(profile, seed=0, device="cpu")
-    assert [(s["field"], s["value"]) for s in sweep] == list(profile.robustness)
-    lr = sweep[0]["results"]
-    assert lr["config"]["learning_rate"] == profile.robustness[0][1]
-    assert lr["metrics"][0]["train_rmse"] != smoke["metrics"][0]["train_rmse"]  # a different fit
-    assert sweep[1]["results"]["config"]["learn_noise"] is True
-    tables = ortho_skip.robustness_tables(smoke, sweep)
+    sweep = smoke["robustness"]
+    assert list(sweep) == list(profile.robustness)
+    lr = sweep[profile.robustness[0]]
+    assert set(lr) == {"metrics", "reference", "history"}
+    assert lr["metrics"][0]["train_rmse"] != smoke["main"]["metrics"][0]["train_rmse"]  # a different fit
+    assert lr["reference"] == smoke["main"]["reference"]  # the same data
+    assert sweep[("learn_noise", True)]["metrics"][0]["noise_sd"] != pytest.approx(0.2)  # learned
+    tables = _sweep_frames(smoke)
     assert all(len(t) == 1 + len(sweep) for t in tables.values())
     with pytest.raises(ValueError, match="not one of"):
-        ortho_skip.robustness(dataclasses.replace(profile, robustness=(("n_steps", 3),)), seed=0)
+        stages.robustness_settings(dataclasses.replace(profile, robustness=(("n_steps", 3),)))
+
+
+def test_views_build_from_the_smoke_results(smoke):
+    import matplotlib.pyplot as plt
+
+    for view in CHAPTER.views:
+        built = view.build(smoke)
+        if isinstance(view, Figure):
+            plt.close(built)
+        else:
+            assert isinstance(view, Table) and isinstance(built, pd.DataFrame) and len(built), view.name
+    assert CHAPTER.view("sinc_metrics").build(smoke).index.tolist() == [v["label"] for v in VARIANTS]
+    layers = CHAPTER.view("share_at_prior_by_layer").build(smoke).columns
+    assert set(layers) <= set(CHAPTER.view("share_at_prior_by_layer").formats)
+    assert len(CHAPTER.view("elbo_gap").build(smoke)) == smoke.config.n_gap_scales
+    quotes = {q.name: float(q.value(smoke)) for q in CHAPTER.quotes}
+    assert all(math.isfinite(v) for v in quotes.values())
+    assert quotes["gap_n"] == math.factorial(2) * math.factorial(3)  # smoke's 1-2-3-1 net
+    assert quotes["paper_n_steps"] == get_profile("01_ortho_skip", "paper").n_steps
+
+
+def test_settings_table_sets_the_paper_beside_the_run():
+    frame = views.settings_frame(RunResults({}, config=get_profile("01_ortho_skip", "quick")))
+    rows = {r["setting"]: (r["Kurle et al."], r["this run"]) for r in frame.to_dict("records")}
+    assert rows["network"] == ("1-32x5-1, SELU", "1-32x32x32x32x32-1, SELU")
+    assert rows["data"][0] == "128 points, x ~ U[-1, 1], scaled sinc + N(0, 0.2²)"
+    assert rows["iterations (full batch)"] == ("200,000", "8,000")
+    assert rows["MC samples train / test"] == ("64 / 256", "8 / 256")
+    assert rows["likelihood noise"] == ("not stated", "fixed at 0.2")
+
+
+def test_stages_declare_what_they_read():
+    main, robustness = CHAPTER.stages
+    profile = get_profile("01_ortho_skip", "quick")
+    assert set(main.fields) | {"judge", "robustness"} == {f.name for f in dataclasses.fields(profile)}
+    assert set(robustness.fields) == set(stages.SINC_FIELDS) | {"robustness"}
+    # a field no stage reads changes no key
+    assert main.key(dataclasses.replace(profile, judge=False), 0) == main.key(profile, 0)
+    assert main.key(dataclasses.replace(profile, gap_samples=8), 0) != main.key(profile, 0)
 
 
 def test_profiles():
@@ -190,6 +277,6 @@ def test_profiles():
     quick = get_profile("01_ortho_skip", "quick")
     assert quick.hidden_widths == paper.hidden_widths and quick.n_train == paper.n_train
     assert quick.judge and not get_profile("01_ortho_skip", "smoke").judge
-    assert {f for f, _ in paper.robustness} == set(ortho_skip.ROBUSTNESS_CHOICES)
+    assert {f for f, _ in paper.robustness} == set(ROBUSTNESS_CHOICES)
     with pytest.raises(ValueError, match="valid profiles"):
         get_profile("01_ortho_skip", "huge")
