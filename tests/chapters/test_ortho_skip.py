@@ -212,6 +212,7 @@ def test_a_profile_that_sweeps_nothing_records_no_robustness():
     assert not results.config.robustness
     claims = CHAPTER.judged_claims(results)
     assert not any("robustness" in c.ours for c in claims)
+    assert all(CHAPTER.sweep_frame(s, results) is None for s in CHAPTER.sweeps)  # nothing stored
 
 
 def test_smoke_robustness_stage(smoke):
@@ -242,8 +243,9 @@ def test_views_build_from_the_smoke_results(smoke):
     layers = CHAPTER.view("share_at_prior_by_layer").build(smoke).columns
     assert set(layers) <= set(CHAPTER.view("share_at_prior_by_layer").formats)
     assert len(CHAPTER.view("elbo_gap").build(smoke)) == smoke.config.n_gap_scales
-    quotes = {q.name: float(q.value(smoke)) for q in CHAPTER.quotes}
-    assert all(math.isfinite(v) for v in quotes.values())
+    quotes = {q.name: q.value(smoke) for q in CHAPTER.quotes}
+    assert quotes.pop("gap_widths") == "1-2-3-1"  # text, for the figure's caption
+    assert all(math.isfinite(float(v)) for v in quotes.values())
     assert quotes["gap_n"] == math.factorial(2) * math.factorial(3)  # smoke's 1-2-3-1 net
     assert quotes["paper_n_steps"] == get_profile("01_ortho_skip", "paper").n_steps
 

@@ -33,24 +33,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class _OrthoSkipChapter(Chapter):
-    """:class:`~symlib.book.chapter.Chapter` with two things the contract does not yet have.
+    """:class:`~symlib.book.chapter.Chapter` whose erratum quotes this run's evidence.
 
-    A workaround, to go once the contract has them (issue 27):
-
-    * the sensitivity sweep is a profile field, empty in `quick` and `full`: a profile that sweeps
-      nothing records no robustness (the contract refuses a sweep without rows);
-    * the erratum quotes this run's evidence (the gap against both bounds): the ledger records
-      :func:`claims.errata` of the results instead of the static :data:`claims.ERRATA`.
+    A workaround, to go once the contract lets errata depend on the results (issue 27): the
+    erratum gives the gap against both bounds, so the ledger records :func:`claims.errata` of
+    the results instead of the run-independent :data:`claims.ERRATA`.
     """
 
-    def _as_run(self, results: RunResults) -> Chapter:
-        return self if results["robustness"] or not self.sweeps else replace(self, sweeps=())
-
-    def judged_claims(self, results: RunResults):
-        return Chapter.judged_claims(self._as_run(results), results)
-
     def ledger(self, run, results: RunResults) -> dict:
-        return Chapter.ledger(replace(self._as_run(results), errata=_claims.errata(results)), run, results)
+        return Chapter.ledger(replace(self, errata=_claims.errata(results)), run, results)
 
 
 CHAPTER = _OrthoSkipChapter(

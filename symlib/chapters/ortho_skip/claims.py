@@ -167,9 +167,11 @@ def robustness_rows(results: RunResults, claim_id: str) -> list[dict]:
 
     Returns:
         One row per setting, the run's own first: ``choice``, ``setting``, ``verdict`` (holds /
-        does not hold / not judged), ``failed preconditions`` and ``ours``. Only the run's own
-        row when the profile sweeps nothing.
+        does not hold / not judged), ``failed preconditions`` and ``ours``; none when the
+        profile sweeps nothing (`quick`, `full`: the contract then stores no sweep).
     """
+    if not results["robustness"]:
+        return []
     runs = [("as run", "this profile", results)] + [
         (ROBUSTNESS_CHOICES[setting[0]], f"{setting[0]} = {setting[1]}", _under_setting(results, setting, sinc))
         for setting, sinc in results["robustness"].items()]

@@ -167,7 +167,8 @@ _BY_LAYER_FORMATS = {f"W{layer}": "{:.0%}" for layer in range(1, 33)}
 """Percent for every weight matrix's column (``W1``...; a table view's formats are fixed)."""
 
 VIEWS = (
-    Table("settings", settings_frame, caption="The paper's settings beside this run's"),
+    Table("settings", settings_frame, caption="The paper's settings beside this run's",
+          paper_columns=("Kurle et al.",)),
     Figure("fig_fits", lambda results: plot_fits(results["main"])),
     Table("sinc_metrics", metrics_frame, caption="Per-variant metrics on the sinc data (the paper gives only Figure 1)",
           formats={"weights at prior": "{:.1%}"}),
@@ -187,6 +188,7 @@ QUOTES = (
     Quote("paper_n_steps", lambda results: SINC_SETUP.n_steps),
     Quote("paper_n_train_samples", lambda results: SINC_SETUP.n_train_samples),
     Quote("kl_ratio", lambda results: _metric(results, "ortho_skip", "kl") / _metric(results, "plain", "kl")),
+    Quote("gap_widths", lambda results: "-".join(map(str, results["main"]["gap"]["widths"]))),
     Quote("gap_n", lambda results: results["main"]["gap"]["n_permutations"]),
     Quote("gap_logn", lambda results: results["main"]["gap"]["log_n"]),
     Quote("gap_logn_paper", lambda results: results["main"]["gap"]["log_n_paper"]),
