@@ -370,7 +370,8 @@ class Chapter:
         profiles: ``{profile name: profile}``, all of one frozen dataclass.
         stages: run in order; a stage may need only earlier ones.
         claims: ``claims(results) -> list[Claim]``.
-        errata: the paper's typos the chapter corrects.
+        errata: the paper's typos the chapter corrects: ``Erratum`` data, or
+            ``errata(results) -> [Erratum, ...]`` when an erratum quotes this run's evidence.
         sweeps: robustness sweeps, one per claim at most.
         views: tables and figures, by unique name.
         quotes: the numbers the prose quotes.
@@ -393,7 +394,7 @@ class Chapter:
     profiles: Mapping[str, Any]
     stages: tuple[Stage, ...]
     claims: Callable[[RunResults], list[Claim]]
-    errata: tuple[Erratum, ...] = ()
+    errata: tuple[Erratum, ...] | Callable[[RunResults], Any] = ()
     sweeps: tuple[Sweep, ...] = ()
     views: tuple[Table | Figure, ...] = ()
     quotes: tuple[Quote, ...] = ()
@@ -530,6 +531,13 @@ class Chapter:
             claims = [replace(c, ours=f"{c.ours}; robustness: {summary}") if c.id == sweep.claim else c for c in claims]
         return claims
 
+    def errata_of(self, results: RunResults) -> tuple[Erratum, ...]:
+        """The errata this run records (:attr:`errata`, called on ``results`` if it is a function)."""
+        errata = self.errata(results) if callable(self.errata) else self.errata
+        if not all(isinstance(e, Erratum) for e in errata):
+            raise TypeError(f"{self.name}: errata must be symlib.book.results.Erratum; got {[type(e).__name__ for e in errata]}")
+        return tuple(errata)
+
     def sweep_frame(self, sweep: Sweep, results: RunResults):
         """A sweep's rows as a DataFrame, checked for the one shape; None when it gives no rows
         (the profile runs no such sweep)."""
@@ -556,7 +564,7 @@ class Chapter:
         run.results.add_claims(self.judged_claims(results))
         if self.notes is not None:
             run.results.notes.update(self.notes(results))
-        for erratum in self.errata:
+        for erratum in self.errata_of(results):
             run.results.add_erratum(**dataclasses.asdict(erratum))
         for sweep in self.sweeps:
             if (frame := self.sweep_frame(sweep, results)) is not None:

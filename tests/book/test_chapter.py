@@ -182,3 +182,16 @@ def test_fan_out_items_get_their_own_streams_and_notes_reach_the_results():
     results = chapter.run_stages(P(), seed=4)
     assert seen[("a", 1)] == Stream(4, "98_test", "fan", 'init[["a",1]]') and seen[("a", 1)] != seen[("b", 2)]
     assert chapter.notes(results) == {"n_items": 2}
+
+
+def test_errata_may_quote_the_run():
+    from symlib.book.results import Erratum
+
+    erratum = Erratum(id="e", paper_says="1", correction="2", where="p. 1")
+    static = _chapter(errata=(erratum,))
+    dynamic = _chapter(errata=lambda results: [replace(erratum, correction=f"2 (this run: {results['x']})")])
+    results = RunResults({"x": 7}, config=P())
+    assert static.errata_of(results) == (erratum,)
+    assert dynamic.errata_of(results)[0].correction == "2 (this run: 7)"
+    with pytest.raises(TypeError, match="errata must be symlib.book.results.Erratum"):
+        _chapter(errata=lambda results: [{"id": "e"}]).errata_of(results)

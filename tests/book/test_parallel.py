@@ -20,7 +20,7 @@ from symlib.book import parallel
 from symlib.book.runtime import torch_threads
 from symlib.chapters import constrained_models as ch4
 from symlib.chapters import get_profile
-from symlib.chapters.ortho_skip import experiment as ch1
+from symlib.chapters.ortho_skip import stages as ch1
 from symlib.chapters.posterior_mmd import networks as ch2b
 from symlib.chapters.sgm_vi import stages_mnist as ch3
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched
@@ -224,7 +224,7 @@ def test_chapter2b_without_chunks_trains_one_batch_from_the_seed(few_digits):
 
 
 def test_chapter1_experiments_side_by_side_equal_the_serial_run(monkeypatch):
-    p = get_profile(ch1.CHAPTER, "smoke")
+    p = get_profile("01_ortho_skip", "smoke")
     calls = []
 
     def fan_out(fn, tasks, **kwargs):  # the chapter's own call, watched
@@ -234,10 +234,10 @@ def test_chapter1_experiments_side_by_side_equal_the_serial_run(monkeypatch):
     monkeypatch.setattr(ch1, "fan_out", fan_out)
     monkeypatch.setenv(parallel.ENV_VAR, "1")
     with torch_threads(1):
-        serial = ch1._compute(p, 0, torch.device("cpu"))
+        serial = ch1.compute(p, 0, torch.device("cpu"))
     monkeypatch.setenv(parallel.ENV_VAR, "2")
     with torch_threads(1):
-        fanned = ch1._compute(p, 0, torch.device("cpu"))
+        fanned = ch1.compute(p, 0, torch.device("cpu"))
     assert calls == [(2, 1), (2, 2)]  # both experiments as tasks, two at a time the second time
     assert set(serial["timing"]) >= {"train_s", "gap_s", "total_s"}
     assert_identical(fanned, serial)

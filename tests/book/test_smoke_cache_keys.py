@@ -2,7 +2,7 @@
 
 The chapter-contract refactor must keep every stage's cache key (experiment, version and key)
 unless a stage's version is bumped on purpose. This test runs each chapter's smoke stages as its
-notebook does (``run``, and ``robustness`` where that caches), records every key
+notebook does (every declared stage), records every key
 :func:`symlib.book.cache.cached` derives, and compares them with tests/golden/smoke_cache_keys.json.
 
 Regenerate the golden file only for an intended key change, and say so in the commit (name
@@ -28,16 +28,8 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "smoke_cache_keys.json
 
 
 def _stages(chapter: str, module, config) -> None:
-    """What the chapter's notebook computes in the smoke profile (seed 0, CPU)."""
-    if not isinstance(module.CHAPTER, str):  # declared through the chapter contract (symlib.book.chapter)
-        module.CHAPTER.run_stages(config, seed=0, device="cpu")
-    elif chapter in ("01_ortho_skip", "02a_symmetry_removal"):
-        module.run(config, seed=0, device="cpu")
-        module.robustness(config, seed=0, device="cpu")
-    elif chapter in ("02b_posterior_mmd", "03_sgm_vi", "06_synthesis"):
-        module.run(config, seed=0, device="cpu")
-    else:  # 04, 05: the robustness stage runs inside run(); robustness() only reads it
-        module.robustness(module.run(config, seed=0, device="cpu"), judge=config.judge)
+    """What the chapter's notebook computes in the smoke profile (seed 0, CPU): every stage."""
+    module.CHAPTER.run_stages(config, seed=0, device="cpu")
 
 
 def record(chapters=tuple(CHAPTERS)) -> dict[str, list[dict]]:

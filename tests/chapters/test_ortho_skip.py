@@ -161,8 +161,8 @@ def test_unmet_preconditions_give_not_judged():
 
 
 def test_erratum_names_the_printed_bound():
-    (static,) = CHAPTER.errata
-    (e,) = ch1_claims.errata(_made_up())
+    (static,) = ch1_claims.ERRATA
+    (e,) = CHAPTER.errata_of(_made_up())  # the chapter's errata are those of the run
     assert e.id == static.id == "gap-bound-layers" and "l=2" in e.paper_says
     assert e.correction.startswith(static.correction)
     assert f"{math.log(24):.3f}" in e.correction and f"{math.log(576):.3f}" in e.correction

@@ -9,9 +9,7 @@ paper's setup).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from symlib.book.chapter import Chapter, RunResults
+from symlib.book.chapter import Chapter
 from symlib.chapters.ortho_skip import claims as _claims  # the package's .claims stays the module
 from symlib.chapters.ortho_skip import gap
 from symlib.chapters.ortho_skip.paper import PAPER
@@ -31,26 +29,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class _OrthoSkipChapter(Chapter):
-    """:class:`~symlib.book.chapter.Chapter` whose erratum quotes this run's evidence.
-
-    A workaround, to go once the contract lets errata depend on the results (issue 27): the
-    erratum gives the gap against both bounds, so the ledger records :func:`claims.errata` of
-    the results instead of the run-independent :data:`claims.ERRATA`.
-    """
-
-    def ledger(self, run, results: RunResults) -> dict:
-        return Chapter.ledger(replace(self, errata=_claims.errata(results)), run, results)
-
-
-CHAPTER = _OrthoSkipChapter(
+CHAPTER = Chapter(
     name="01_ortho_skip",
     paper=PAPER,
     profiles=PROFILES,
     stages=STAGES,
     claims=_claims.claims,
-    errata=_claims.ERRATA,
+    errata=_claims.errata,  # the erratum quotes this run's gap
     sweeps=_claims.SWEEPS,
     views=VIEWS,
     quotes=QUOTES,
