@@ -14,9 +14,10 @@ Whatever joblib backend is active runs the fits, so a cluster needs no code chan
 
     from dask.distributed import Client
     import joblib
+    from symlib.chapters import constrained_models as ch4, get_profile
 
     with Client("scheduler-address:8786"), joblib.parallel_config(backend="dask"):
-        results = ch4.run("paper", seed=0)
+        results = ch4.CHAPTER.run_stages(get_profile("04_constrained_models", "paper"), seed=0)
 
 Results do not depend on where or in which order the fits run: each task carries everything it
 draws from (a seed, not a generator: generators are built inside the task) and sets torch's

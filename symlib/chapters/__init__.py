@@ -1,8 +1,9 @@
-"""The book's chapters, one package each: experiment, profiles, the paper's numbers, analyses.
+"""The book's chapters, one package each, declared through the chapter contract.
 
-``symlib.chapters.<name>`` holds everything about one chapter: ``run(config, seed=...)`` and the
-chapter's tables, claims and figures (``experiment``), its `smoke` / `quick` / `paper` sizes
-(``profiles``), the numbers its paper reports (``paper``) and analyses only it needs. Chapters
+``symlib.chapters.<name>`` holds everything about one chapter, one file per job
+(:mod:`symlib.book.chapter` says which): ``CHAPTER``, its declaration (stages, claims, views,
+sweeps, errata), its `smoke` / `quick` / `full` / `paper` sizes (``profiles``), the numbers its
+paper reports (``paper``) and analyses only it needs. Chapters
 are imported on demand, so looking up one chapter does not import the others (chapter 4 needs
 PyStan).
 """

@@ -48,12 +48,10 @@ def test_every_notebook_has_a_chapter_package_and_back():
     for chapter in CHAPTERS:
         module = chapter_module(chapter)
         assert module.PROFILES is CHAPTER_PROFILES[chapter]
-        # declared through the chapter contract (symlib.book.chapter), or not yet migrated to it
-        # (those still name themselves with a string CHAPTER and have a run function)
+        # every chapter is declared through the chapter contract (symlib.book.chapter)
         from symlib.book.chapter import Chapter
 
         declared = getattr(module, "CHAPTER", None)
-        if isinstance(declared, Chapter):
-            assert declared.name == chapter and declared.profiles is CHAPTER_PROFILES[chapter]
-        else:
-            assert callable(module.run)
+        assert isinstance(declared, Chapter), f"{chapter} is not declared through the chapter contract"
+        assert declared.name == chapter and declared.profiles is CHAPTER_PROFILES[chapter]
+        assert not hasattr(module, "run"), f"{chapter} still has a run function beside its declaration"
