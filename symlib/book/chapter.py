@@ -13,10 +13,16 @@ MyST notebook, ``notebooks/NN_<package>.md``, that holds the page's prose:
     The compute: pure functions, and one :class:`Stage` per cached, seeded unit of compute.
     A stage declares the profile ``fields`` it reads, a ``version``, the random ``streams`` it
     draws from (by purpose) and the earlier stages whose results it ``needs``. Its ``compute``
-    takes one :class:`StageContext` and returns the stage's result.
+    takes one :class:`StageContext` and returns the stage's result. A stage of many independent
+    fits (one per benchmark, setting, seed) is a fan-out stage (``items``): each item is cached
+    on its own and the items run side by side under ``$SYMLIB_JOBS``. Split long compute into
+    topic modules (``stages_<topic>.py``) so that no file grows past about 400 lines.
 ``claims.py``
     ``claims(results: RunResults) -> list[Claim]``: the ledger, judged on this run's numbers;
-    thresholds and preconditions fixed in code before the run.
+    thresholds and preconditions fixed in code before the run. Also the chapter's ``ERRATA``
+    (:class:`~symlib.book.results.Erratum` data, or a function of the results when an erratum
+    quotes the run), its robustness :class:`Sweep` s (one shape: rows with ``choice``,
+    ``setting``, ``verdict``) and ``SECTIONS`` (claim id -> the heading that measures it).
 ``views.py``
     :class:`Table` and :class:`Figure` views built from the results, and :class:`Quote` numbers
     that the prose quotes (myst-nb ``glue``).
@@ -24,8 +30,9 @@ MyST notebook, ``notebooks/NN_<package>.md``, that holds the page's prose:
     The paper's reported numbers as data, where the chapter has a paper.
 ``__init__.py``
     ``CHAPTER = Chapter(name=..., paper=..., profiles=PROFILES, stages=STAGES, claims=claims,
-    views=VIEWS, ...)``: the declaration that the notebook and the tests use (and the pipeline,
-    once every chapter is declared: issue 27).
+    views=VIEWS, ...)``: the declaration that the notebook, the pipeline's helpers (the order of
+    a side-by-side build, :mod:`symlib.book.compare`) and the tests use; no code outside the
+    package names the chapter.
 
 The notebook talks to the chapter through the contract only::
 
