@@ -7,10 +7,12 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from symlib.book import pipeline
 from symlib.book.chapter import RunResults
 from symlib.book.results import ChapterResults
+from symlib.book.streams import Stream, check_distinct
 from symlib.chapters import get_profile, reported
 from symlib.chapters.rebasin_hmc import (
     CHAPTER,
@@ -101,7 +103,7 @@ def test_hmc_variants_share_the_baselines_without_changing_them(results):
             assert stage.key(replace(CONFIG, **v), 0) == stage.key(CONFIG, 0)
     # and sharing them gives what fitting them again gives
     variant = replace(CONFIG, **stages.HMC_VARIANTS["fixed step"])
-    ens = stages_bayes.fit_ensemble(variant, 1, progress=False)
+    ens = stages_bayes.fit_ensemble(variant, Stream(0, CHAPTER.name, "ensemble", "members").torch(), progress=False)
     fixed = results["robust"]["fixed step"]
     assert all(np.array_equal(ens["params"][k], results["ensemble"]["params"][k]) for k in ens["params"])
     assert np.array_equal(fixed["ensemble"]["member_accuracy"], results["bayes"]["ensemble"]["member_accuracy"])
@@ -138,14 +140,19 @@ def test_stage_keys_are_the_declared_fields_and_the_data_files(monkeypatch):
     assert robust.key(CONFIG, 0, item="fixed step")["item"] == "fixed step"
 
 
-def test_streams_are_distinct_and_the_legacy_seeds_are_the_known_aliases():
-    assert CHAPTER.streams(0) == []  # every stage still draws from its legacy seed (issue 27, step 5)
-    seeds = {s.name: s.legacy_seed(1) for s in CHAPTER.stages}
-    assert seeds == {"not": 1000, "ensemble": 1001, "vi": 1002, "bayes": 1003, "robust": 1003}
-    # the HMC variants start from the main run's seeds (common random numbers); the other aliases
-    # are inside stages: VI's initial means and its Monte Carlo noise both use the vi seed, and
-    # the not stage's W_init seeds 1 and 2 (1000 * seed + s) are the ensemble's and VI's seeds
-    assert CHAPTER.legacy_aliases(0) == [("bayes", "robust")]
+def test_every_draw_comes_from_a_named_stream_and_none_coincide():
+    """Issue 27, step 5: no legacy seed is left; VI's initial means and Monte Carlo noise, and the
+    NoT networks of each seed, draw from streams of their own; the HMC variants share the
+    ``bayes`` stage's streams on purpose (common random numbers)."""
+    assert all(s.legacy_seed is None for s in CHAPTER.stages) and CHAPTER.legacy_aliases(0) == []
+    names = {(s.stage, s.purpose) for s in CHAPTER.streams(0)}  # checked distinct
+    assert {("vi", "init"), ("vi", "mc-noise"), ("not", "nets"), ("ensemble", "members")} <= names
+    assert {("bayes", p) for p in stages.BAYES_STREAMS} <= names
+    assert not CHAPTER.stage("robust").streams  # it draws from bayes's streams
+    vi = Stream(0, CHAPTER.name, "vi", "init").torch(), Stream(0, CHAPTER.name, "vi", "mc-noise").torch()
+    assert not torch.equal(torch.rand(4, generator=vi[0]), torch.rand(4, generator=vi[1]))
+    nets = [Stream(0, CHAPTER.name, "not", f"nets[{s}]") for s in range(3)]
+    check_distinct([*nets, *CHAPTER.streams(0)])  # the seeds' NoT streams against every other one
 
 
 def test_errata_go_to_the_ledger():

@@ -4,12 +4,15 @@ import math
 
 import matplotlib
 import pytest
+import torch
 
 from symlib.book.chapter import RunResults
 from symlib.book.results import Kind
+from symlib.book.streams import Stream
 from symlib.chapters import get_profile
 from symlib.chapters import symmetries as ch0
 from symlib.chapters.symmetries import CHAPTER
+from symlib.chapters.symmetries.stages import brute_force_counts
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +62,8 @@ def test_mode_table_values():
 
 def test_brute_force_counter_is_independent_of_formula():
     # 2 hidden units, tanh: 2! permutations x 2^2 sign patterns
-    assert ch0.brute_force_mode_count((1, 2, 1), "tanh", seed=0) == 8
-    assert ch0.brute_force_mode_count((2, 3, 1), "relu", seed=0) == 6
+    assert ch0.brute_force_mode_count((1, 2, 1), "tanh", torch.Generator().manual_seed(0)) == 8
+    assert ch0.brute_force_mode_count((2, 3, 1), "relu", torch.Generator().manual_seed(0)) == 6
 
 
 def test_figure(results):
@@ -69,21 +72,29 @@ def test_figure(results):
     assert len(fig.axes) == 4
 
 
-def test_stages_keep_their_pre_contract_seeds(results):
-    """The migration moved no number: each stage equals the old run()'s pieces with the run seed."""
+def test_stages_draw_from_their_own_named_streams(results):
+    """Each seeded stage equals its function called with the generators of its named streams, and
+    another run seed moves every one of them."""
     config = get_profile("00_symmetries", "smoke")
     again = CHAPTER.run_stages(config, seed=3)
-    assert again["invariance"] == ch0.invariance_table(config, 3)
-    assert again["brute"]["relu 2-3-2-1"]["brute force"] == ch0.brute_force_mode_count((2, 3, 2, 1), "relu", 3)
-    assert again["demo"]["relu"]["raw"].equal(ch0.canonicalisation_demo(config, 3)["relu"]["raw"])
+
+    def stream(stage, purpose):
+        return Stream(3, "00_symmetries", stage, purpose).torch()
+
+    assert again["invariance"] == ch0.invariance_table(config, stream("invariance", "nets-and-group"))
+    assert again["brute"] == brute_force_counts(stream("brute", "nets"))
+    demo = ch0.canonicalisation_demo(config, {a: stream("demo", a) for a in ("relu", "tanh")})
+    assert all(again["demo"][a]["raw"].equal(demo[a]["raw"]) for a in ("relu", "tanh"))
     assert again["modes"] == ch0.mode_count_table()
+    assert not again["demo"]["relu"]["raw"].equal(results["demo"]["relu"]["raw"])
+    assert again["invariance"] != results["invariance"]
 
 
-def test_legacy_seeds_are_the_known_aliases_and_there_are_no_named_streams():
-    """The three seeded stages share the run seed, as before the contract (issue 27, step 5
-    gives them named streams and moves their numbers); no named stream to coincide yet."""
-    assert CHAPTER.streams(0) == []
-    assert CHAPTER.legacy_aliases(0) == [("brute", "invariance"), ("brute", "demo"), ("invariance", "demo")]
+def test_the_streams_are_distinct_and_no_legacy_seed_is_left():
+    """Issue 27, step 5: the three seeded stages no longer share the run seed."""
+    names = [(s.stage, s.purpose) for s in CHAPTER.streams(0)]
+    assert names == [("brute", "nets"), ("invariance", "nets-and-group"), ("demo", "relu"), ("demo", "tanh")]
+    assert CHAPTER.legacy_aliases(0) == [] and all(s.legacy_seed is None for s in CHAPTER.stages)
 
 
 def test_views_and_quotes_come_from_the_results(results):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from symlib.book import cache, pipeline, tables
-from symlib.book.chapter import RunResults
+from symlib.book.chapter import RunResults, StageContext
 from symlib.book.results import Claim
 from symlib.chapters import get_profile
 from symlib.chapters import synthesis as ch6
@@ -100,15 +101,29 @@ def test_fits_fan_out_by_stage(results, monkeypatch):
     assert CHAPTER.stage("qr").needs == ("gold", "fits")
 
 
-def test_legacy_seeds_and_aliases():
-    # no named streams yet (issue 27, step 5): the stages keep the seeds they had before the contract
-    assert CHAPTER.streams(0) == []
-    assert [CHAPTER.stage(s).legacy_seed(7) for s in ("gold", "fits", "qr")] == [7, 8, 8]
-    # fit i of the fits and of the q_r stage both draw from seed + 1 + i
-    assert CHAPTER.legacy_aliases(0) == [("fits", "qr")]
-    # the alias inside one fit: its two generators start from the same seed (step 5 separates them)
-    g_cpu, g = stages.fit_generators(5, "cpu")
-    assert torch.equal(torch.rand(4, generator=g_cpu), torch.rand(4, generator=g))
+def test_every_draw_comes_from_a_named_stream():
+    """Issue 27, step 5: no legacy seed is left; a fit's two generators start apart; the
+    initialisations are shared across remedies (paired by fit index) but not across benchmarks
+    or fit indices; the q_r fits' noise is not the fits' noise."""
+    assert all(s.legacy_seed is None for s in CHAPTER.stages) and CHAPTER.legacy_aliases(0) == []
+    assert {(s.stage, s.purpose) for s in CHAPTER.streams(0)} == {("gold", "chains"), ("fits", "init"), ("fits", "noise"),
+                                                                   ("qr", "noise")}
+    config = CHAPTER.profiles["smoke"]
+    fits = StageContext(CHAPTER.name, CHAPTER.stage("fits"), CHAPTER.stage("fits").view(config), "cpu", {}, 0)
+    qr = replace(fits, stage=CHAPTER.stage("qr"))
+
+    def first(g):
+        return torch.rand(4, generator=g)
+
+    g_cpu, g = stages.fit_generators(fits, "sinc", "mfvi", 0, "cpu")
+    assert not torch.equal(first(g_cpu), first(g))
+    other_cpu, other = stages.fit_generators(fits, "sinc", "ensemble", 0, "cpu")
+    assert torch.equal(first(stages.fit_generators(fits, "sinc", "mfvi", 0, "cpu")[0]), first(other_cpu))  # paired
+    assert not torch.equal(first(stages.fit_generators(fits, "sinc", "mfvi", 0, "cpu")[1]), first(other))
+    assert not torch.equal(first(stages.fit_generators(fits, "sinc", "mfvi", 1, "cpu")[0]), first(other_cpu))
+    assert not torch.equal(first(stages.fit_generators(fits, "digits", "mfvi", 0, "cpu")[0]), first(other_cpu))
+    assert not torch.equal(first(stages.fit_generators(qr, "sinc", "mfvi", 0, "cpu")[1]),
+                           first(stages.fit_generators(fits, "sinc", "mfvi", 0, "cpu")[1]))
 
 
 def test_smoke_claims_are_not_judged_and_name_the_gold_standard(results):

@@ -10,16 +10,11 @@
   (``robust_hmc``, :data:`HMC_VARIANTS`), one cached entry per variant (a fan-out stage), in
   the ``bayes`` stage's cache folder.
 
-Every stage keeps the seed it had before the chapter contract (``legacy_seed``), so the
-migration moved no number. Those seeds are arithmetic on the run seed and alias streams that
-should be independent (issue 27, step 5, which gives them named streams and bumps the versions):
-
-- ``vi``: the initial means and the Monte Carlo noise both come from generators seeded
-  ``1000 * seed + 2`` (:func:`_vi`, the one place to change);
-- ``not``: its W_init seed ``s`` uses ``1000 * seed + s``, so its seeds 1 and 2 start like the
-  ``ensemble`` (``+ 1``) and ``vi`` (``+ 2``) generators;
-- ``bayes`` and ``robust``: every HMC variant starts from the same seeds as the main run
-  (``+ 3``, ``+ 4``, ``+ 5``), on purpose (common random numbers across the variants).
+Every random draw comes from a named stream (:mod:`symlib.book.streams`; issue 27, step 5, which
+ended the old seeds' arithmetic on the run seed and their aliases: VI's initial means and Monte
+Carlo noise shared ``1000 * seed + 2``, and the NoT networks of seeds 1 and 2 started like the
+ensemble and VI). The ``robust`` variants draw from the ``bayes`` stage's streams, on purpose:
+common random numbers, so a variant differs from the main run by its HMC settings only.
 """
 
 from __future__ import annotations
@@ -28,11 +23,13 @@ import torch
 
 from symlib.book.chapter import Stage
 from symlib.book.data import data_fingerprint
+from symlib.book.streams import Stream
 from symlib.chapters.rebasin_hmc.stages_bayes import bayes_experiment, fit_ensemble, fit_vi
 from symlib.chapters.rebasin_hmc.stages_not import not_experiment
 
 __all__ = [
     "BAYES_FIELDS",
+    "BAYES_STREAMS",
     "DATA_FIELDS",
     "ENSEMBLE_FIELDS",
     "HMC_VARIANTS",
@@ -43,8 +40,9 @@ __all__ = [
     "VI_FIELDS",
 ]
 
-VERSION = "2"
-"""The version of every stage (the old ``experiment.VERSION``); bump a stage's own when its numbers change."""
+VERSION = "3"
+"""The version of every stage; bump a stage's own when its numbers change (3: named streams,
+issue 27 step 5)."""
 
 DATA_FIELDS = ("data_source", "n_train", "n_test")
 """What :func:`~symlib.chapters.rebasin_hmc.stages_not.load_data` reads."""
@@ -73,20 +71,8 @@ profile's MAP warm start (as in the paper). A variant changes HMC settings only 
 it shares the ``ensemble`` and ``vi`` stages' fits."""
 
 
-def _not_seed(seed: int) -> int:
-    return seed * 1000
-
-
-def _ensemble_seed(seed: int) -> int:
-    return seed * 1000 + 1
-
-
-def _vi_seed(seed: int) -> int:
-    return seed * 1000 + 2
-
-
-def _hmc_seed(seed: int) -> int:
-    return seed * 1000 + 3
+BAYES_STREAMS = ("hmc", "predictive", "pruning")
+"""The ``bayes`` stage's streams, which the ``robust`` variants share (common random numbers)."""
 
 
 def _files(config) -> dict:
@@ -95,24 +81,29 @@ def _files(config) -> dict:
 
 
 def _not(ctx):
-    return not_experiment(ctx.config, ctx.seed, device=ctx.device)
+    return not_experiment(ctx.config, lambda s: ctx.stream("nets", s).torch(), device=ctx.device)
 
 
 def _ensemble(ctx):
-    return fit_ensemble(ctx.config, ctx.seed, device=ctx.device)
+    return fit_ensemble(ctx.config, ctx.stream("members").torch(), device=ctx.device)
 
 
 def _vi(ctx):
-    # legacy: both generators are seeded 1000 * seed + 2, an alias (issue 27, step 5 gives them
-    # the named streams "init" and "mc-noise" here and bumps this stage's version)
     device = torch.device(ctx.device)
-    return fit_vi(ctx.config, init_generator=torch.Generator().manual_seed(ctx.seed),
-                  noise_generator=torch.Generator(device=device).manual_seed(ctx.seed), device=device)
+    return fit_vi(ctx.config, init_generator=ctx.stream("init").torch(),
+                  noise_generator=ctx.stream("mc-noise").torch(device), device=device)
+
+
+def _bayes_generators(ctx) -> dict[str, torch.Generator]:
+    """The ``bayes`` stage's generators (also for a ``robust`` variant: common random numbers)."""
+    streams = {p: Stream(ctx.run_seed, ctx.chapter, "bayes", p) for p in BAYES_STREAMS}
+    return {"hmc": streams["hmc"].torch(), "predictive": streams["predictive"].torch(ctx.device),
+            "pruning": streams["pruning"].torch()}
 
 
 def _bayes(ctx):
-    return bayes_experiment(ctx.config, ctx.seed, ensemble_fit=ctx.inputs["ensemble"], vi_fit=ctx.inputs["vi"],
-                            device=ctx.device)
+    return bayes_experiment(ctx.config, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
+                            vi_fit=ctx.inputs["vi"], device=ctx.device)
 
 
 def _variants(config) -> tuple[str, ...]:
@@ -126,21 +117,18 @@ def _variants(config) -> tuple[str, ...]:
 def robust_variant(ctx, name: str) -> dict:
     """One item of the ``robust`` stage: the ``bayes`` stage's comparison under HMC variant ``name``."""
     variant = ctx.config.replace(**HMC_VARIANTS[name])
-    return bayes_experiment(variant, ctx.seed, ensemble_fit=ctx.inputs["ensemble"], vi_fit=ctx.inputs["vi"],
-                            device=ctx.device)
+    return bayes_experiment(variant, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
+                            vi_fit=ctx.inputs["vi"], device=ctx.device)
 
 
 STAGES = (
-    Stage("not", _not, fields=NOT_FIELDS, version=VERSION, legacy_seed=_not_seed,
-          key_data=_files),
-    Stage("ensemble", _ensemble, fields=ENSEMBLE_FIELDS, version=VERSION, legacy_seed=_ensemble_seed,
-          key_data=_files),
-    Stage("vi", _vi, fields=VI_FIELDS, version=VERSION, legacy_seed=_vi_seed, key_data=_files),
+    Stage("not", _not, fields=NOT_FIELDS, version=VERSION, streams=("nets",), key_data=_files),
+    Stage("ensemble", _ensemble, fields=ENSEMBLE_FIELDS, version=VERSION, streams=("members",), key_data=_files),
+    Stage("vi", _vi, fields=VI_FIELDS, version=VERSION, streams=("init", "mc-noise"), key_data=_files),
     Stage("bayes", _bayes, fields=BAYES_FIELDS, version=VERSION, needs=("ensemble", "vi"),
-          legacy_seed=_hmc_seed, key_data=_files),
+          streams=BAYES_STREAMS, key_data=_files),
     Stage("robust", robust_variant, fields=ROBUST_FIELDS, version=VERSION, needs=("ensemble", "vi"),
-          legacy_seed=_hmc_seed, key_data=_files, items=_variants,
-          experiment="05_rebasin_hmc-bayes"),
+          key_data=_files, items=_variants, experiment="05_rebasin_hmc-bayes"),
 )
 """Chapter 5's stages, in the order the old ``run`` computed them. The old ``run`` fitted the
 ensemble and VI inside the first ``bayes`` entry it missed and cached them only as part of it;

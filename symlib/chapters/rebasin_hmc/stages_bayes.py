@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -41,13 +42,12 @@ def _cpu(params: dict) -> dict:
     return {k: v.detach().cpu() for k, v in params.items()}
 
 
-def fit_ensemble(config, seed: int, *, device="cpu", progress: bool = True) -> dict:
+def fit_ensemble(config, generator: torch.Generator, *, device="cpu", progress: bool = True) -> dict:
     """The deep ensemble of Table 1: ``ens_members`` MAP members, trained together (vmapped).
 
     Args:
         config: the profile (:data:`symlib.chapters.rebasin_hmc.stages.ENSEMBLE_FIELDS`).
-        seed: the members' initialisation and minibatch order come from one CPU generator with
-            this seed (the stage's legacy seed ``1000 * run seed + 1``).
+        generator: draws the members' initialisation and minibatch order (a CPU generator).
         device: where the members train.
         progress: show a progress bar.
 
@@ -59,7 +59,7 @@ def fit_ensemble(config, seed: int, *, device="cpu", progress: bool = True) -> d
     x, y = data["x_train"], data["y_train"]
     spec = MLPSpec((x.shape[1], config.width, 10))
     t = time.perf_counter()
-    g_ens = torch.Generator().manual_seed(seed)
+    g_ens = generator
     members = {k: v.to(device) for k, v in ensemble.init_ensemble(spec, config.ens_members, g_ens).items()}
     ens = ensemble.train_map(
         members, x, y, spec, epochs=config.ens_epochs,
@@ -97,7 +97,7 @@ def fit_vi(config, *, init_generator: torch.Generator, noise_generator: torch.Ge
     return {"q": q_vi, "loss": vi_hist["loss"], "timings": {"VI": time.perf_counter() - t}}
 
 
-def bayes_experiment(config, seed: int, *, ensemble_fit: dict, vi_fit: dict, device="cpu",
+def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensemble_fit: dict, vi_fit: dict, device="cpu",
                      progress: bool = True) -> dict:
     """Table 1 and Figure 3 of Xiao et al.: HMC, and every method's comparison with it.
 
@@ -111,9 +111,9 @@ def bayes_experiment(config, seed: int, *, ensemble_fit: dict, vi_fit: dict, dev
     Args:
         config: the profile (:data:`symlib.chapters.rebasin_hmc.stages.BAYES_FIELDS`), or an HMC
             variant of it.
-        seed: HMC's generator (initialisation, warm start, momenta) is seeded ``seed``, the
-            predictive draws' ``seed + 1`` (on ``device``) and the random pruning order's
-            ``seed + 2`` (the stage's legacy seed ``1000 * run seed + 3``, so ``+ 4`` and ``+ 5``).
+        generators: ``"hmc"`` draws HMC's initialisation, warm start and momenta (CPU),
+            ``"predictive"`` the predictive draws (on ``device``) and ``"pruning"`` the random
+            pruning order (CPU).
         ensemble_fit: :func:`fit_ensemble`'s result for this profile.
         vi_fit: :func:`fit_vi`'s result for this profile.
         device: where HMC and the evaluation run.
@@ -131,7 +131,7 @@ def bayes_experiment(config, seed: int, *, ensemble_fit: dict, vi_fit: dict, dev
 
     # --- HMC
     t = time.perf_counter()
-    g_hmc = torch.Generator().manual_seed(seed)
+    g_hmc = generators["hmc"]
     start = ensemble.init_ensemble(spec, config.hmc_chains, g_hmc)
     start = {k: v.to(device) for k, v in start.items()}
     if config.hmc_warm_start_epochs:
@@ -150,7 +150,7 @@ def bayes_experiment(config, seed: int, *, ensemble_fit: dict, vi_fit: dict, dev
 
     # --- evaluation
     t = time.perf_counter()
-    g_eval = torch.Generator(device=device).manual_seed(seed + 1)
+    g_eval = generators["predictive"]
     batch = 32
 
     def hmc_batches():
@@ -210,7 +210,7 @@ def bayes_experiment(config, seed: int, *, ensemble_fit: dict, vi_fit: dict, dev
     sds = {"HMC sigma_d": flat(hmc_qd.sd), "HMC sigma_r": flat(hmc_qr.sd),
            "Ens. sigma_d": flat(ens_qd.sd), "Ens. sigma_r": flat(ens_qr.sd), "VI sigma": flat(q_vi.sd)}
     ens_aligned = compact.align(ens_qr, hmc_qr.mean, spec, compact.Matching.ACTIVATION, x=x_match)
-    g_rand = torch.Generator().manual_seed(seed + 2)
+    g_rand = generators["pruning"]
     random_sd = {k: torch.rand(v.shape, generator=g_rand).to(device) for k, v in ens_aligned.mean.items()}
     curves = {
         "HMC (mu_r, sigma_r)": (hmc_qr.mean, hmc_qr.sd),

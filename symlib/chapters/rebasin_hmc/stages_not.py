@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -38,7 +39,8 @@ def load_data(config, device: torch.device | str = "cpu") -> dict[str, torch.Ten
     return {k: v.to(device) for k, v in out.items()}
 
 
-def not_experiment(config, base_seed: int, *, device="cpu", progress: bool = True) -> dict:
+def not_experiment(config, generators: Callable[[int], torch.Generator], *, device="cpu",
+                   progress: bool = True) -> dict:
     """Figures 1 and 2 of Xiao et al.: NoT before and after training, distance, barrier, paths.
 
     For every seed ``s`` a fresh ``W_init`` and permutations ``P_k`` with NoT ``k`` (evenly spaced
@@ -51,9 +53,8 @@ def not_experiment(config, base_seed: int, *, device="cpu", progress: bool = Tru
 
     Args:
         config: the profile (its NoT fields, :data:`symlib.chapters.rebasin_hmc.stages.NOT_FIELDS`).
-        base_seed: W_init and the permutations of seed ``s`` come from a generator seeded
-            ``base_seed + s`` (the stage's legacy seed ``1000 * run seed``; so seeds 1 and 2 start
-            like the ensemble's and VI's generators: issue 27, step 5).
+        generators: ``generators(s)`` draws W_init and the permutations of seed ``s`` (a CPU
+            generator; the stage gives each seed its own named stream).
         device: where the networks train.
         progress: show progress bars.
     """
@@ -72,7 +73,7 @@ def not_experiment(config, base_seed: int, *, device="cpu", progress: bool = Tru
     records, path_losses = [], {}
     start = time.perf_counter()
     for s in range(n_seeds):
-        gen = torch.Generator().manual_seed(base_seed + s)
+        gen = generators(s)
         w_init = init_mlp(spec, gen)
         perms = [rebasin.permutation_with_not(width, int(k), gen) for k in values]
         nets = [w_init] + [apply_group_element(w_init, spec, GroupElement({"P1": p})) for p in perms]

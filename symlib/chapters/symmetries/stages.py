@@ -1,4 +1,4 @@
-"""Chapter 0's compute: the stages, each a pure function of its profile fields and seed.
+"""Chapter 0's compute: the stages, each a pure function of its profile fields and streams.
 
 * ``invariance`` (:func:`invariance_table`): networks transformed by sampled group elements
   compute the same function although their weights moved far;
@@ -9,9 +9,9 @@
 * ``demo`` (:func:`canonicalisation_demo`): many transformed copies of one network, before and
   after canonicalisation (they collapse onto one point).
 
-The stages take seconds, so they are not cached (``cache=False``). They keep the seeds they had
-before the chapter contract (``legacy_seed``: the run seed itself, so ``invariance``, ``brute``
-and ``demo`` start from the same seed); moving them onto named streams is issue 27, step 5.
+The stages take seconds, so they are not cached (``cache=False``). Each draws from its own named
+streams (:mod:`symlib.book.streams`); before issue 27's step 5 all three seeded stages started from
+the run seed itself, so their draws began alike.
 """
 
 from __future__ import annotations
@@ -58,14 +58,14 @@ def _flat(params) -> torch.Tensor:
     return torch.cat([params[k].reshape(-1) for k in sorted(params)])
 
 
-def invariance_table(config, seed: int) -> list[dict]:
+def invariance_table(config, generator: torch.Generator) -> list[dict]:
     """Max output change vs. weight change under sampled group elements, per activation.
 
     Every activation gets all the symmetries it admits (permutations always; sign flips when it
     is odd; positive scalings when it is positively homogeneous), in float64.
     """
     rows = []
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator
     for act in Activation:
         spec, params = _float64_net((3, 16, 12, 2), act, gen)
         x = torch.randn(config.n_inputs, 3, generator=gen, dtype=torch.float64)
@@ -88,10 +88,10 @@ def invariance_table(config, seed: int) -> list[dict]:
     return rows
 
 
-def brute_force_mode_count(widths, activation, seed: int) -> int:
-    """Distinct weight vectors among all permuted (and, if odd, sign-flipped) copies of one net."""
-    gen = torch.Generator().manual_seed(seed)
-    spec, params = _float64_net(widths, activation, gen)
+def brute_force_mode_count(widths, activation, generator: torch.Generator) -> int:
+    """Distinct weight vectors among all permuted (and, if odd, sign-flipped) copies of one net
+    drawn from ``generator``."""
+    spec, params = _float64_net(widths, activation, generator)
     odd = sym.Symmetry.SIGN_FLIP in sym.allowed_symmetries(spec.activation)
     hidden = spec.hidden_widths
     perms = itertools.product(*(itertools.permutations(range(n)) for n in hidden))
@@ -143,14 +143,20 @@ def _mode_row(chapter, name, n_params, log10_order, act):
     }
 
 
-def canonicalisation_demo(config, seed: int) -> dict:
+DEMO_ACTIVATIONS = (Activation.RELU, Activation.TANH)
+
+
+def canonicalisation_demo(config, generators: dict[str, torch.Generator]) -> dict:
     """Transformed copies of one ReLU net and one tanh net, raw and canonicalised.
+
+    Args:
+        generators: one per activation of :data:`DEMO_ACTIVATIONS`, by its value.
 
     Returns per activation the flattened raw copies, the canonical copies, and their spreads.
     """
     out = {}
-    for offset, act in enumerate((Activation.RELU, Activation.TANH)):
-        gen = torch.Generator().manual_seed(seed + offset)
+    for act in DEMO_ACTIVATIONS:
+        gen = generators[act.value]
         spec, params = _float64_net(config.demo_widths, act, gen)
         raw, canon = [], []
         for _ in range(config.n_copies):
@@ -174,30 +180,25 @@ BRUTE_FORCE_NETS = (((2, 3, 2, 1), "relu"), ((2, 3, 2, 1), "tanh"))
 """The tiny networks (widths, activation) whose copies :func:`brute_force_counts` enumerates."""
 
 
-def brute_force_counts(seed: int) -> dict[str, dict[str, int]]:
-    """Per network of :data:`BRUTE_FORCE_NETS`: distinct copies enumerated, and the formula's count."""
+def brute_force_counts(generator: torch.Generator) -> dict[str, dict[str, int]]:
+    """Per network of :data:`BRUTE_FORCE_NETS` (drawn from ``generator`` in turn): distinct copies
+    enumerated, and the formula's count."""
     brute = {}
     for widths, act in BRUTE_FORCE_NETS:
         spec = MLPSpec(widths, Activation(act))
         brute[f"{act} {'-'.join(map(str, widths))}"] = {
-            "brute force": brute_force_mode_count(widths, act, seed),
+            "brute force": brute_force_mode_count(widths, act, generator),
             "formula": sym.discrete_group_order(spec),
         }
     return brute
 
 
-def _same_seed(seed: int) -> int:
-    """The seed every stage used before the contract: the run seed itself."""
-    return seed
-
-
 STAGES = (
-    Stage("brute", lambda ctx: brute_force_counts(ctx.seed), legacy_seed=_same_seed, cache=False),
-    Stage("invariance", lambda ctx: invariance_table(ctx.config, ctx.seed), fields=("n_inputs", "n_group_samples"),
-          legacy_seed=_same_seed, cache=False),
+    Stage("brute", lambda ctx: brute_force_counts(ctx.stream("nets").torch()), streams=("nets",), cache=False),
+    Stage("invariance", lambda ctx: invariance_table(ctx.config, ctx.stream("nets-and-group").torch()),
+          fields=("n_inputs", "n_group_samples"), streams=("nets-and-group",), cache=False),
     Stage("modes", lambda ctx: mode_count_table(), cache=False),
-    Stage("demo", lambda ctx: canonicalisation_demo(ctx.config, ctx.seed), fields=("demo_widths", "n_copies"),
-          legacy_seed=_same_seed, cache=False),
+    Stage("demo", lambda ctx: canonicalisation_demo(ctx.config, {a.value: ctx.stream(a.value).torch() for a in DEMO_ACTIVATIONS}),
+          fields=("demo_widths", "n_copies"), streams=tuple(a.value for a in DEMO_ACTIVATIONS), cache=False),
 )
-"""Chapter 0's stages, in the order the old ``run`` computed them (each has its own generator,
-so the order moves no number)."""
+"""Chapter 0's stages; each draws from its own named streams, so their order moves no number."""

@@ -20,11 +20,13 @@ with the longest HMC run; as stages they run after it (the ``gold`` stage's item
 by side under ``$SYMLIB_JOBS``). Each item builds its own generators from its seed, so neither the
 order nor the worker changes a number.
 
-Seeds, kept from before the chapter contract (``legacy_seed``; issue 27, step 5 moves them onto
-named streams): the gold standards draw from the run seed ``s`` (:func:`gold_generator`); fit
-``i`` of every remedy on every benchmark draws from ``s + 1 + i`` (:func:`fit_generators`), so
-that the ``q_r`` fits share their seeds with the ``fits`` stage, and two generators of one fit
-(initialisations on the CPU, Monte Carlo noise on the device) start from the same seed.
+Random streams (:mod:`symlib.book.streams`; issue 27, step 5 replaced the old seeds ``s`` and
+``s + 1 + i``, which gave a fit's two generators the same seed and every benchmark the same draws):
+each gold standard draws from its benchmark's ``chains`` stream (:func:`gold_generator`); fit ``i``
+of a remedy draws its initialisations from the stream ``init[benchmark, i]``, shared by every
+remedy on purpose (the claims compare remedies paired by fit index, from the same initial
+network), and its Monte Carlo noise, minibatches and weight samples from ``noise[benchmark,
+method, i]``, its own (:func:`fit_generators`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import torch
 from symlib import symmetry as sym
 from symlib.book.chapter import Stage, StageContext
 from symlib.book.runtime import torch_threads
+from symlib.book.streams import Stream
 from symlib.chapters.synthesis.benchmarks import (
     DATA_FIELDS,
     Benchmark,
@@ -72,8 +75,8 @@ __all__ = [
     "summarise",
 ]
 
-VERSION = "2"
-"""The stages' version (2: regression MFVI curves record interval means of the ELBO estimates)."""
+VERSION = "3"
+"""Every cached stage's version (3: named streams, issue 27 step 5; 2: interval means of the ELBO)."""
 GOLD = "HMC: half the chains vs the other half"
 """The name of the floor row: the gold standard against itself."""
 DIAG_WEIGHTS = 300
@@ -88,34 +91,20 @@ QR_FIELDS = (*GOLD_FIELDS, *(f for f in FITS_FIELDS if f not in GOLD_FIELDS), "m
 # --------------------------------------------------------------------------- random generators
 
 
-def gold_generator(seed: int) -> torch.Generator:
-    """The gold standard's one generator: the chains' initialisations, then HMC's momenta and jitter.
-
-    The one place where issue 27's step 5 gives the gold standard named streams.
-    """
-    return torch.Generator().manual_seed(seed)
+def gold_generator(ctx: StageContext, benchmark: str) -> torch.Generator:
+    """The gold standard's one generator: the chains' initialisations, then HMC's momenta and jitter."""
+    return ctx.stream("chains", benchmark).torch()
 
 
-def fit_generators(seed: int, device: str) -> tuple[torch.Generator, torch.Generator]:
-    """A fit's two generators ``(g_cpu, g)``: ``g_cpu`` draws initialisations and skip matrices
-    (on the CPU), ``g`` the fit's Monte Carlo noise and minibatches and the final weight samples
-    (on ``device``).
-
-    Both start from the same seed, as before the chapter contract: an alias (their draws start
-    alike) kept so that no number moves; this is the one place where issue 27's step 5 gives them
-    separate named streams.
-    """
-    return torch.Generator().manual_seed(seed), torch.Generator(device=device).manual_seed(seed)
-
-
-def _run_seed(seed: int) -> int:
-    """The gold standard's legacy seed: the run seed itself."""
-    return seed
-
-
-def _first_fit_seed(seed: int) -> int:
-    """The legacy seed of fit 0 of every remedy; fit ``i`` uses this plus ``i``."""
-    return seed + 1
+def fit_generators(ctx: StageContext, benchmark: str, method: str, i: int,
+                   device: str) -> tuple[torch.Generator, torch.Generator]:
+    """Fit ``i`` of ``method``'s two generators ``(g_cpu, g)``: ``g_cpu`` draws initialisations
+    and skip matrices (on the CPU) from ``init[benchmark, i]``, the same for every remedy (paired
+    comparisons); ``g`` the fit's Monte Carlo noise and minibatches and the final weight samples
+    (on ``device``) from ``noise[benchmark, method, i]``."""
+    init = Stream(ctx.run_seed, ctx.chapter, "fits", f"init[{benchmark},{i}]")
+    noise = Stream(ctx.run_seed, ctx.chapter, ctx.stage.name, f"noise[{benchmark},{method},{i}]")
+    return init.torch(), noise.torch(device)
 
 
 # --------------------------------------------------------------------------- gold standard
@@ -190,7 +179,7 @@ def _gold_item(ctx: StageContext, name: str) -> dict:
     device = _device(ctx)
     with torch_threads(ctx.config.threads):
         b = load_benchmark(name, ctx.config, device)
-        return gold_standard(b, ctx.config, gold_generator(ctx.seed), device)
+        return gold_standard(b, ctx.config, gold_generator(ctx, name), device)
 
 
 def _benchmark_items(config) -> list[str]:
@@ -207,7 +196,7 @@ def _fit_item(ctx: StageContext, item: tuple[str, str, int]) -> dict:
     device = _device(ctx)
     with torch_threads(ctx.config.threads):
         b = load_benchmark(name, ctx.config, device)
-        g_cpu, g = fit_generators(ctx.seed + i, device)
+        g_cpu, g = fit_generators(ctx, name, method, i, device)
         return fit_remedy(b, method, ctx.config, g_cpu, g, device)
 
 
@@ -218,19 +207,19 @@ def _compact_items(config) -> list[tuple[str, str, int]]:
 def _compact_item(ctx: StageContext, item: tuple[str, str, int]) -> dict:
     """Stage ``qr``, one ``(benchmark, q_r method, fit index)``: the ensemble fit with the same
     index, or the gold standard thinned to ``mmd_gold`` samples (matched onto the sample at the
-    fit's seed, modulo their number)."""
+    fit's index, modulo their number)."""
     name, method, i = item
-    device, config, seed = _device(ctx), ctx.config, ctx.seed + i
+    device, config = _device(ctx), ctx.config
     with torch_threads(config.threads):
         b = load_benchmark(name, config, device)
-        _, g = fit_generators(seed, device)
+        _, g = fit_generators(ctx, name, method, i, device)
         if method == "qr_ensemble":
             ens = ctx.inputs["fits"][(name, "ensemble", i)]
             source, base, ref = ens["weights"], ens["wall_s"], 0
         else:
             gold = ctx.inputs["gold"][name]
             source, base = thin(gold["weights"], config.mmd_gold), gold["wall_s"]
-            ref = seed % len(next(iter(source.values())))
+            ref = i % len(next(iter(source.values())))
         return fit_compact(b, method, source, base, ref, config, g, device)
 
 
@@ -260,7 +249,7 @@ def benchmark_results(ctx: StageContext) -> dict[str, dict]:
         for m in methods(n):
             for i in range(config.n_seeds):
                 fit = fits[(n, m, i)]
-                rows.append({"method": method_name(m, config), "key": m, "seed": _first_fit_seed(ctx.run_seed) + i,
+                rows.append({"method": method_name(m, config), "key": m, "seed": i,
                              **metrics_row(b, fit, gold, gold_w, gold_canon)})
                 if fit["plateau"] is not None:
                     plateaus.setdefault(m, []).append(fit["plateau"])
@@ -290,11 +279,10 @@ def summarise(frame: pd.DataFrame, floor: dict) -> pd.DataFrame:
 
 
 STAGES = (
-    Stage("gold", _gold_item, fields=GOLD_FIELDS, version=VERSION, legacy_seed=_run_seed,
-          items=_benchmark_items),
-    Stage("fits", _fit_item, fields=FITS_FIELDS, version=VERSION, legacy_seed=_first_fit_seed, items=_fit_items),
-    Stage("qr", _compact_item, fields=QR_FIELDS, version=VERSION, needs=("gold", "fits"),
-          legacy_seed=_first_fit_seed, items=_compact_items),
+    Stage("gold", _gold_item, fields=GOLD_FIELDS, version=VERSION, streams=("chains",), items=_benchmark_items),
+    Stage("fits", _fit_item, fields=FITS_FIELDS, version=VERSION, streams=("init", "noise"), items=_fit_items),
+    Stage("qr", _compact_item, fields=QR_FIELDS, version=VERSION, needs=("gold", "fits"), streams=("noise",),
+          items=_compact_items),
     Stage("benchmarks", benchmark_results, fields=QR_FIELDS, needs=("gold", "fits", "qr"), cache=False),
 )
 """Chapter 6's stages, in order (see the module docstring)."""
