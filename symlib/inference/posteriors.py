@@ -31,7 +31,12 @@ posterior ``sum_i CE(f(x_i; w), y_i) + (N wd / 2) ||w||^2``: a Gaussian prior of
   ``sum_i J_i^T (diag p_i - p_i p_i^T) J_i`` (``"ggn"``, positive semi-definite; the default,
   since the authors' ``laplace-torch`` computes its ``hessian_structure="full"`` matrix with a
   GGN backend unless told otherwise). Samples are ``w* + L^-T z`` with ``L L^T`` the Cholesky
-  factor of the precision.
+  factor of the precision. Predictions (:func:`linearised_predictive_probs`) use the network
+  linearised at ``w*``, ``f(x; w*) + J(x; w*)(w - w*)``, the GLM predictive of MacKay (1992) and
+  Immer et al. (2021) that laplace-torch uses by default: pushed through the network itself,
+  the samples are near chance level wherever the data leave directions flat (the posterior there
+  is the prior, whose sd can exceed the weights), while the GLM predictive's mean logits are
+  the trained network's.
 * **SGHMC** (Chen et al. 2014), in its SGD-with-momentum form for ``U(w) = N * mean minibatch
   NLL + prior``::
 
@@ -53,7 +58,8 @@ Public: :class:`SWAGState`, :class:`Hessian`, :class:`LaplaceState`, :class:`SGH
 :func:`swag_init`, :func:`swag_collect`, :func:`train_swag`, :func:`swag_sample`,
 :func:`fit_laplace`, :func:`laplace_sample`, :func:`nll_potential`, :func:`sghmc`,
 :func:`dropout_forward`, :func:`train_dropout`, :func:`dropout_samples`,
-:func:`fit_mean_field`, :func:`mean_field_sample`, :func:`predictive_probs`.
+:func:`fit_mean_field`, :func:`mean_field_sample`, :func:`predictive_probs`,
+:func:`linearised_predictive_probs`.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.func import grad, jacrev, vmap
+from torch.func import grad, jacrev, jvp, vmap
 
 from symlib.nn.mlp import Params
 from symlib.nn.training import (
@@ -90,6 +96,7 @@ __all__ = [
     "fit_laplace",
     "fit_mean_field",
     "laplace_sample",
+    "linearised_predictive_probs",
     "mean_field_sample",
     "nll_potential",
     "predictive_probs",
@@ -552,6 +559,38 @@ def predictive_probs(forward: Forward, samples: Params, x: Tensor, batch_size: i
         rows = [
             torch.cat([torch.softmax(f({k: v[j:j + nets_per_chunk] for k, v in flat.items()},
                                        x[i:i + batch_size]), dim=-1)
+                       for i in range(0, x.shape[0], batch_size)], dim=1)
+            for j in range(0, n_nets, nets_per_chunk)
+        ]
+    probs = torch.cat(rows, dim=0)
+    return probs.reshape(*lead, *probs.shape[1:])
+
+
+def linearised_predictive_probs(forward: Forward, samples: Params, centres: Params, x: Tensor,
+                                batch_size: int = 256, nets_per_chunk: int = 64) -> Tensor:
+    """Class probabilities ``(M, S, B, C)`` of the network linearised at ``centres``.
+
+    Sample ``w`` of ``samples`` predicts ``softmax(f(x; c) + J(x; c) (w - c))`` with ``c`` its
+    centre, the mode its Laplace approximation is built around (``centres`` lead with
+    ``(M, S)``, or ``(M, 1)`` for one centre per mode); one forward-mode pass
+    (:func:`torch.func.jvp`) per network and input chunk. Chunked as :func:`predictive_probs`.
+    """
+    lead = next(iter(samples.values())).shape[:2]
+    flat = {k: v.reshape(-1, *v.shape[2:]) for k, v in samples.items()}
+    centre = {k: centres[k].expand_as(v).reshape(-1, *v.shape[2:]) for k, v in samples.items()}
+    delta = {k: flat[k] - centre[k] for k in flat}
+    n_nets = lead[0] * lead[1]
+
+    def one(c: Params, d: Params, xb: Tensor) -> Tensor:
+        logits, tangent = jvp(lambda p: forward(p, xb), (c,), (d,))
+        return torch.softmax(logits + tangent, dim=-1)
+
+    f = vmap(one, in_dims=(0, 0, None))
+    with torch.no_grad():
+        rows = [
+            torch.cat([f({k: v[j:j + nets_per_chunk] for k, v in centre.items()},
+                         {k: v[j:j + nets_per_chunk] for k, v in delta.items()},
+                         x[i:i + batch_size])
                        for i in range(0, x.shape[0], batch_size)], dim=1)
             for j in range(0, n_nets, nets_per_chunk)
         ]

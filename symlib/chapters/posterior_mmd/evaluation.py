@@ -128,8 +128,9 @@ def evaluate(config, data: dict, nets: dict, samples: dict, seed: int,
                 kernels.append({"mode": mode, "method": method, "weights": col,
                                 "aggregation": how,
                                 "value": 100 * mmd.combine_layers(bank, counts, how).weighted})
-        row.update(method_metrics(sample_probs(params, data["x_test"], device=device),
-                                  sample_probs(params, data["x_ood"], device=device),
+        at = entry.get("centre")  # Laplace: the linearised network predicts
+        row.update(method_metrics(sample_probs(params, data["x_test"], device=device, centre=at),
+                                  sample_probs(params, data["x_ood"], device=device, centre=at),
                                   data["y_test"]))
         rows.append(row)
     ref_probs = sample_probs(nets["reference"], data["x_test"], device=device)
@@ -149,8 +150,9 @@ def ood_detection(data: dict, samples: dict, device: torch.device | str = "cpu")
     """AUPR and FPR95 (x100) of every row of Table 1 under each of :data:`OOD_SCORES`."""
     out = []
     for entry in samples["rows"]:
-        probs = sample_probs(entry["params"], data["x_test"], device=device)
-        probs_ood = sample_probs(entry["params"], data["x_ood"], device=device)
+        at = entry.get("centre")
+        probs = sample_probs(entry["params"], data["x_test"], device=device, centre=at)
+        probs_ood = sample_probs(entry["params"], data["x_ood"], device=device, centre=at)
         for score, fn in OOD_SCORES.items():
             s_in, s_out = fn(probs), fn(probs_ood)
             out.append({"mode": entry["mode"], "method": entry["method"], "score": score,

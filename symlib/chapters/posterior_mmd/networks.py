@@ -148,11 +148,17 @@ def test_accuracies(params: dict, data: dict, device: torch.device | str = "cpu"
     return (probs.argmax(-1) == data["y_test"]).double().mean(-1)
 
 
-def sample_probs(params: dict, x: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
+def sample_probs(params: dict, x: torch.Tensor, device: torch.device | str = "cpu",
+                 centre: dict | None = None) -> torch.Tensor:
     """Class probabilities ``(S, N, 10)`` of ``S`` OptuNet weight samples on inputs ``x``,
     computed on ``device`` (:func:`symlib.inference.posteriors.predictive_probs`) and returned
-    on the CPU."""
+    on the CPU. With ``centre`` (each sample's mode, same shapes as ``params``), the network
+    linearised there predicts (Laplace's GLM predictive,
+    :func:`symlib.inference.posteriors.linearised_predictive_probs`)."""
     one_mode = {k: v[None].to(device) for k, v in params.items()}
+    if centre is not None:
+        at = {k: v[None].to(device) for k, v in centre.items()}
+        return post.linearised_predictive_probs(optunet_forward, one_mode, at, x.to(device))[0].cpu()
     return post.predictive_probs(optunet_forward, one_mode, x.to(device))[0].cpu()
 
 

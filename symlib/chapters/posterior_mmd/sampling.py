@@ -103,6 +103,10 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
             params = _take_multi(drawn[method], per_mode)
         rows.append({"mode": mode, "method": method,
                      "params": {k: v.detach().float().cpu().contiguous() for k, v in params.items()}})
+        if method == "Laplace":  # predicts with the network linearised at each sample's mode
+            at = {k: v[:, None].expand_as(drawn[method][k]) for k, v in modes.items()}
+            at = {k: v[0, :s] for k, v in at.items()} if mode == "one mode" else _take_multi(at, per_mode)
+            rows[-1]["centre"] = {k: v.detach().float().cpu().contiguous() for k, v in at.items()}
     return {"rows": rows, "modes_used": start, "dropout_accuracy": dropout_acc,
             "dropout_used": keep.cpu()}
 
