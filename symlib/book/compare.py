@@ -71,7 +71,7 @@ def machine_text(chapter: str) -> re.Pattern | None:
 
 
 def _declared(chapter: str):
-    from symlib.chapters import declared
+    from symlib.book.provenance import declared
 
     return declared(chapter)
 

@@ -31,6 +31,7 @@ __all__ = [
     "chapter_of",
     "chapter_package_dir",
     "code_hash",
+    "declared",
     "git_commit",
     "package_of_chapter",
     "profile_hash",
@@ -84,6 +85,24 @@ def package_of_chapter(chapter: str) -> Path | None:
     match = re.fullmatch(r"\d+[a-z]?_(\w+)", chapter)
     folder = SYMLIB / "chapters" / match.group(1) if match else None
     return folder if folder is not None and folder.is_dir() else None
+
+
+def declared(chapter: str):
+    """The :class:`~symlib.book.chapter.Chapter` that ``chapter``'s package declares as
+    ``CHAPTER``, or None for a name with no package (a test's made-up record).
+
+    Found by the naming convention (:func:`package_of_chapter`) and imported by name, as the
+    pipeline finds a chapter's notebook: :mod:`symlib.book` depends on no chapter's code.
+    """
+    import importlib
+
+    from symlib.book.chapter import Chapter
+
+    folder = package_of_chapter(chapter)
+    if folder is None:
+        return None
+    value = getattr(importlib.import_module(f"symlib.chapters.{folder.name}"), "CHAPTER", None)
+    return value if isinstance(value, Chapter) else None
 
 
 def stage_code_hash(experiment: str) -> str:

@@ -33,7 +33,7 @@ def quick_seconds(name: str) -> float:
     """The quick profile's wall time the chapter declares (``Chapter.quick_seconds``, measured by
     CI on 2 cores on a fresh machine, compiles included), 0 for an undeclared name: only the
     order of a fresh clone's run."""
-    from symlib.chapters import declared
+    from symlib.book.provenance import declared
 
     chapter = declared(name)
     return float(chapter.quick_seconds) if chapter is not None else 0.0

@@ -59,12 +59,9 @@ def chapter_module(chapter: str) -> ModuleType:
 def declared(chapter: str):
     """The :class:`~symlib.book.chapter.Chapter` that ``symlib.chapters.<package>`` declares as
     ``CHAPTER``, or None for a name that is not a chapter of the book (a test's made-up record)."""
-    if chapter not in CHAPTERS:
-        return None
-    from symlib.book.chapter import Chapter
+    from symlib.book.provenance import declared as _declared
 
-    value = getattr(chapter_module(chapter), "CHAPTER", None)
-    return value if isinstance(value, Chapter) else None
+    return _declared(chapter) if chapter in CHAPTERS else None
 
 
 def get_profile(chapter: str, name: str):
