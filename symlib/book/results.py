@@ -39,6 +39,7 @@ __all__ = [
     "outcome",
     "precondition",
     "results_dir",
+    "robust_verdict",
     "robustness_summary",
 ]
 
@@ -461,12 +462,22 @@ def _claim_verdict(c: dict) -> str:
     return c.get("verdict") or outcome(c["holds"])
 
 
+def robust_verdict(c: dict) -> str:
+    """A stored claim's robust verdict ("—" in results files older than the two columns)."""
+    return ((c.get("verdicts") or {}).get("robust") or {}).get("verdict") or "—"
+
+
+_COLUMN_MARK = {"both": "", "reproduced": " [reproduced only]", "robust": " [robust only]"}
+
+
 def _preconditions_text(c: dict) -> str:
     pre = c.get("preconditions") or []
     if not pre:
         return "none stated"
     met = sum(p["met"] for p in pre)
-    marks = "; ".join(f"{'✓' if p['met'] else '✗'} {p['criterion']} ({p['measured']})" for p in pre)
+    marks = "; ".join(f"{'✓' if p['met'] else '✗'} {p['criterion']} ({p['measured']})"
+                      f"{_COLUMN_MARK[p.get('column', 'both')]}" + (f" [{p['source']}]" if p.get("source") else "")
+                      for p in pre)
     return f"{met}/{len(pre)} met: {marks}"
 
 
@@ -482,6 +493,7 @@ def ledger_frame(all_results: list[dict]):
             "paper": c["paper"],
             "ours": c["ours"],
             "verdict": _claim_verdict(c),
+            "robust": robust_verdict(c),
             "preconditions": _preconditions_text(c),
             "robustness": "yes" if c["id"] in (r.get("robustness") or {}) else "",
             "profile": r["profile"],
