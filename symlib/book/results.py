@@ -24,8 +24,10 @@ from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import provenance
 
 __all__ = [
+    "SAME",
     "ChapterResults",
     "Claim",
+    "Column",
     "Erratum",
     "Kind",
     "Precondition",
@@ -37,6 +39,7 @@ __all__ = [
     "outcome",
     "precondition",
     "results_dir",
+    "robust_verdict",
     "robustness_summary",
 ]
 
@@ -88,6 +91,19 @@ def check_writable(directory: str | Path | None = None, *, variable: str = ENV_V
     return directory
 
 
+class _Same:
+    """The robust column judges the reproduced column's measurement (:data:`SAME`)."""
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+    def __reduce__(self):
+        return "SAME"
+
+
+SAME = _Same()
+
+
 class Kind(str, enum.Enum):
     """What a ledger entry is."""
 
@@ -98,18 +114,40 @@ class Kind(str, enum.Enum):
     shown in the ledger but never counted as a reproduced claim."""
 
 
+class Column(str, enum.Enum):
+    """The verdict column a precondition gates (The Turing Way's distinction).
+
+    A claim is judged twice with one criterion: *reproduced*, under the paper's own protocol,
+    gated only by properties the paper's own run is shown or stated to have (each citing where);
+    *robust*, under today's standard (at least 4 chains, rank-normalised split R-hat <= 1.01 bulk
+    and folded, ESS >= 400 in function space, several seeds, the sensitivity sweeps).
+    """
+
+    REPRODUCED = "reproduced"
+    """Gates the reproduced column only (a property of the paper's run that the robust protocol
+    replaces with a stronger one)."""
+    ROBUST = "robust"
+    """Gates the robust column only: today's standard, which the paper's run did not apply."""
+    BOTH = "both"
+    """Gates both columns (what any judgement needs, e.g. a run sized to judge claims)."""
+
+
 @dataclass(frozen=True)
 class Precondition:
     """What a run must reach for a claim to be judged, fixed in code before the run.
 
     ``criterion`` states the threshold in words (e.g. ``"split R-hat <= 1.01"``), ``measured``
-    the value the run reached, ``met`` whether it meets the criterion.
+    the value the run reached, ``met`` whether it meets the criterion. ``column`` says which
+    verdict it gates (:class:`Column`); ``source`` cites where the paper's run is shown or stated
+    to have the property (table, section, the authors' code file), for the reproduced column.
     """
 
     name: str
     criterion: str
     measured: str
     met: bool
+    column: Column = Column.BOTH
+    source: str = ""
 
     def __post_init__(self):
         for name in ("name", "criterion", "measured"):
@@ -117,13 +155,31 @@ class Precondition:
                 raise TypeError(f"precondition field {name!r} must be a non-empty string")
         if not isinstance(self.met, bool):
             raise TypeError(f"precondition {self.name!r}: met must be True or False, got {self.met!r}")
+        try:
+            object.__setattr__(self, "column", Column(self.column))
+        except ValueError:  # enum's own message names no choices
+            raise ValueError(f"precondition {self.name!r}: column must be one of "
+                             f"{[c.value for c in Column]}, got {self.column!r}") from None
+        if not isinstance(self.source, str):
+            raise TypeError(f"precondition {self.name!r}: source must be a string")
+
+    def gates(self, column: Column) -> bool:
+        """Whether this precondition gates the verdict of ``column`` (REPRODUCED or ROBUST)."""
+        return self.column in (Column.BOTH, column)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["column"] = self.column.value
+        return out
 
 
-def precondition(name: str, criterion: str, measured, met) -> Precondition:
+def precondition(name: str, criterion: str, measured, met, *, column: Column | str = Column.BOTH,
+                 source: str = "") -> Precondition:
     """A :class:`Precondition`; a float ``measured`` is shown with 3 significant digits."""
     if isinstance(measured, float):
         measured = f"{measured:.3g}"
-    return Precondition(name=name, criterion=criterion, measured=str(measured), met=bool(met))
+    return Precondition(name=name, criterion=criterion, measured=str(measured), met=bool(met),
+                        column=column, source=source)
 
 
 def outcome(holds: bool | None) -> str:
@@ -133,11 +189,16 @@ def outcome(holds: bool | None) -> str:
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of the claims ledger.
+    """One row of the claims ledger, judged twice with one criterion (:class:`Column`).
 
-    ``holds`` is the verdict of the criterion (True / False), or None when the claim is not
-    judged. A claim with a precondition that is not met is never judged: whatever ``holds`` the
-    caller computed, it is stored as None and :attr:`verdict` names the failed precondition.
+    ``holds`` is the criterion's outcome under the paper's protocol (True / False), and ``ours``
+    what it was measured on. A claim whose robust protocol measures something else (more
+    chains, several seeds) gives that outcome and measurement as ``robust_holds`` and
+    ``robust_ours``; otherwise the robust column judges the same measurement. Each column is
+    gated by its own preconditions (:meth:`Precondition.gates`): with one that is not met, that
+    column is *not judged*, whatever the criterion gave, and names the failed precondition.
+    ``holds`` and :attr:`verdict` are the reproduced column's (as the single verdict was before
+    the two columns; an old results file reads the same).
     """
 
     id: str
@@ -146,38 +207,84 @@ class Claim:
     ours: str
     holds: bool | None
     criterion: str = ""
-    """How the verdict is decided, stated before the run (e.g. ``"p < 0.05, Wilcoxon"``)."""
+    """How the verdict is decided, stated before the run (e.g. ``"p < 0.05, Wilcoxon"``); the
+    same for both columns."""
     preconditions: tuple[Precondition, ...] = ()
     kind: Kind = Kind.CLAIM
+    robust_holds: bool | None | _Same = SAME
+    """The criterion's outcome under the robust protocol, when it measures something else."""
+    robust_ours: str | None = None
+    """What the robust protocol measured (with ``robust_holds``)."""
+    criterion_holds: bool | None | _Same = SAME
+    """The criterion's outcome before the reproduced column's gate (filled in from ``holds``;
+    kept so that adding a precondition later, :func:`dataclasses.replace`, gates it again)."""
 
     def __post_init__(self):
         for name in ("id", "text", "paper", "ours"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise TypeError(f"claim field {name!r} must be a non-empty string")
-        if self.holds not in (True, False, None) or not isinstance(self.holds, (bool, type(None))):
-            raise TypeError(f"claim {self.id!r}: holds must be True, False or None, got {self.holds!r}")
+        for name, value in (("holds", self.holds), ("robust_holds", self.robust_holds)):
+            if value is not SAME and not isinstance(value, (bool, type(None))):
+                raise TypeError(f"claim {self.id!r}: {name} must be True, False or None, got {value!r}")
+        if (self.robust_holds is SAME) != (self.robust_ours is None):
+            raise TypeError(f"claim {self.id!r}: give robust_holds and robust_ours together (the robust "
+                            "protocol's outcome and what it measured), or neither")
         pre = tuple(p if isinstance(p, Precondition) else Precondition(**p) for p in self.preconditions)
         object.__setattr__(self, "preconditions", pre)
         object.__setattr__(self, "kind", Kind(self.kind))
-        if any(not p.met for p in pre):
-            object.__setattr__(self, "holds", None)  # the gate: no verdict on an unmet precondition
+        if self.criterion_holds is SAME:
+            object.__setattr__(self, "criterion_holds", self.holds)
+        # the gate: no verdict on an unmet precondition of the column
+        object.__setattr__(self, "holds", None if self.failed(Column.REPRODUCED) else self.criterion_holds)
+
+    @property
+    def robust(self) -> bool | None:
+        """The robust column's outcome: the robust protocol's (or the criterion's), gated."""
+        if self.failed(Column.ROBUST):
+            return None
+        return self.criterion_holds if self.robust_holds is SAME else self.robust_holds
+
+    def failed(self, column: Column) -> tuple[Precondition, ...]:
+        """The preconditions of ``column`` that the run did not meet."""
+        return tuple(p for p in self.preconditions if p.gates(column) and not p.met)
 
     @property
     def failed_preconditions(self) -> tuple[Precondition, ...]:
-        return tuple(p for p in self.preconditions if not p.met)
+        """The reproduced column's failed preconditions."""
+        return self.failed(Column.REPRODUCED)
+
+    def column_verdict(self, column: Column) -> str:
+        """``holds`` / ``does not hold`` / ``not judged: <failed preconditions>`` of ``column``."""
+        if failed := self.failed(column):
+            return "not judged: " + "; ".join(f"{p.criterion} (measured {p.measured})" for p in failed)
+        return outcome(self.holds if column is Column.REPRODUCED else self.robust)
 
     @property
     def verdict(self) -> str:
-        """``holds`` / ``does not hold`` / ``not judged: <failed preconditions>``."""
-        if self.failed_preconditions:
-            failed = "; ".join(f"{p.criterion} (measured {p.measured})" for p in self.failed_preconditions)
-            return f"not judged: {failed}"
-        return outcome(self.holds)
+        """The reproduced column's verdict (:meth:`column_verdict`)."""
+        return self.column_verdict(Column.REPRODUCED)
+
+    @property
+    def verdicts(self) -> dict[str, dict]:
+        """Both columns: per column its verdict, outcome, what was measured and its preconditions."""
+        out = {}
+        for column in (Column.REPRODUCED, Column.ROBUST):
+            holds = self.holds if column is Column.REPRODUCED else self.robust
+            measured = self.ours if column is Column.REPRODUCED or self.robust_ours is None else self.robust_ours
+            out[column.value] = {
+                "verdict": self.column_verdict(column), "holds": holds, "measured": measured,
+                "preconditions": [p.to_dict() for p in self.preconditions if p.gates(column)],
+            }
+        return out
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["kind"] = self.kind.value
+        out["preconditions"] = [p.to_dict() for p in self.preconditions]
+        for internal in ("robust_holds", "robust_ours", "criterion_holds"):
+            out.pop(internal)
         out["verdict"] = self.verdict
+        out["verdicts"] = self.verdicts
         return out
 
 
@@ -254,19 +361,29 @@ class ChapterResults:
     def add_claim(
         self, id: str, text: str, paper: str, ours: str, holds: bool | None, *,
         criterion: str = "", preconditions=(), kind: Kind | str = Kind.CLAIM,
+        robust_holds: bool | None | _Same = SAME, robust_ours: str | None = None,
     ) -> Claim:
-        if any(c.id == id for c in self.claims):
-            raise ValueError(f"claim id {id!r} is already in the ledger")
-        claim = Claim(id=id, text=text, paper=paper, ours=ours, holds=holds, criterion=criterion,
-                      preconditions=tuple(preconditions), kind=kind)
+        return self._append(Claim(id=id, text=text, paper=paper, ours=ours, holds=holds, criterion=criterion,
+                                  preconditions=tuple(preconditions), kind=kind, robust_holds=robust_holds,
+                                  robust_ours=robust_ours))
+
+    def _append(self, claim: Claim) -> Claim:
+        if any(c.id == claim.id for c in self.claims):
+            raise ValueError(f"claim id {claim.id!r} is already in the ledger")
         self.claims.append(claim)
         return claim
 
     def add_claims(self, claims) -> None:
+        """Add :class:`Claim` s (or the fields of one as a dict, without the derived verdicts)."""
         for c in claims:
-            fields = c.to_dict() if isinstance(c, Claim) else dict(c)
-            fields.pop("verdict", None)
-            self.add_claim(**fields)
+            if isinstance(c, Claim):
+                self._append(c)
+            else:  # a written claim: its robust column from its verdicts
+                fields = dict(c)
+                fields.pop("verdict", None)
+                if robust := (fields.pop("verdicts", None) or {}).get("robust"):
+                    fields.update(robust_holds=robust["holds"], robust_ours=robust["measured"])
+                self.add_claim(**fields)
 
     def add_erratum(self, id: str, paper_says: str, correction: str, where: str = "") -> Erratum:
         """Record a typo of the paper that the chapter corrects (shown apart from the claims)."""
@@ -345,12 +462,22 @@ def _claim_verdict(c: dict) -> str:
     return c.get("verdict") or outcome(c["holds"])
 
 
+def robust_verdict(c: dict) -> str:
+    """A stored claim's robust verdict ("—" in results files older than the two columns)."""
+    return ((c.get("verdicts") or {}).get("robust") or {}).get("verdict") or "—"
+
+
+_COLUMN_MARK = {"both": "", "reproduced": " [reproduced only]", "robust": " [robust only]"}
+
+
 def _preconditions_text(c: dict) -> str:
     pre = c.get("preconditions") or []
     if not pre:
         return "none stated"
     met = sum(p["met"] for p in pre)
-    marks = "; ".join(f"{'✓' if p['met'] else '✗'} {p['criterion']} ({p['measured']})" for p in pre)
+    marks = "; ".join(f"{'✓' if p['met'] else '✗'} {p['criterion']} ({p['measured']})"
+                      f"{_COLUMN_MARK[p.get('column', 'both')]}" + (f" [{p['source']}]" if p.get("source") else "")
+                      for p in pre)
     return f"{met}/{len(pre)} met: {marks}"
 
 
@@ -366,6 +493,7 @@ def ledger_frame(all_results: list[dict]):
             "paper": c["paper"],
             "ours": c["ours"],
             "verdict": _claim_verdict(c),
+            "robust": robust_verdict(c),
             "preconditions": _preconditions_text(c),
             "robustness": "yes" if c["id"] in (r.get("robustness") or {}) else "",
             "profile": r["profile"],

@@ -362,11 +362,13 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
     """A chapter's claims as captioned HTML: symbol and colour per verdict, quick beside full."""
     full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
     stale_cls = " symlib-stale" if stale else ""
-    cols = ["claim", "quick"] + (["full"] if full_record else []) + ["paper", "ours", "criterion", "preconditions"]
+    run = meta.get("profile", "this run")
+    cols = (["claim", f"{run}: reproduced", f"{run}: robust"] + (["full: reproduced", "full: robust"] if full_record else [])
+            + ["paper", "ours", "criterion", "preconditions"])
     paper = ' class="symlib-paper"'
     head = "".join(f'<th{paper if c == "paper" else ""}>{c}</th>' for c in cols)
     rows = []
-    from symlib.book.results import _claim_verdict, _preconditions_text
+    from symlib.book.results import _claim_verdict, _preconditions_text, robust_verdict
 
     for c in meta["claims"]:
         kind = c.get("kind", "claim")
@@ -374,18 +376,20 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
         section = (sections or {}).get(c["id"])
         if section:
             text = f'<a class="reference internal" href="{link_prefix}#{section}">{text}</a>'
-        cells = [text, status_badge(_claim_verdict(c), kind)]
+        cells = [text, status_badge(_claim_verdict(c), kind), status_badge(robust_verdict(c), kind)]
         if full_record:
             f = full_claims.get(c["id"])
             cells.append(status_badge(_claim_verdict(f), kind) + _unmet(f) if f else status_badge("—"))
+            cells.append(status_badge(robust_verdict(f), kind) if f else status_badge("—"))
         cells += [html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
                   html.escape(_preconditions_text(c))]
         tds = "".join(f'<td class="symlib-paper">{x}</td>' if col == "paper" else
-                      (f'<td class="symlib-full{stale_cls}">{x}</td>' if col == "full" else f"<td>{x}</td>")
+                      (f'<td class="symlib-full{stale_cls}">{x}</td>' if col.startswith("full") else f"<td>{x}</td>")
                       for col, x in zip(cols, cells, strict=True))
         row_id = "" if link_prefix else f' id="claim-{html.escape(c["id"])}"'  # unique on a chapter page
         rows.append(f"<tr{row_id}>{tds}</tr>")
-    caption = "Claims ledger: each claim's criterion and preconditions, fixed before the run, and its verdict"
+    caption = ("Claims ledger: each claim's criterion and preconditions, fixed before the run, and its two verdicts: "
+               "reproduced (the paper's own protocol) and robust (today's standard)")
     note = f'<p class="symlib-tier-note">{provenance_line(full_record, stale or [])}</p>' if full_record else ""
     return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table symlib-ledger">'
             f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span></caption>'

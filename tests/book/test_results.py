@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -7,6 +8,7 @@ import pytest
 from symlib.book.results import (
     ChapterResults,
     Claim,
+    Column,
     check_writable,
     errata_frame,
     ledger_frame,
@@ -65,6 +67,56 @@ def test_an_unmet_precondition_withholds_the_verdict_and_names_itself():
     assert gated.failed_preconditions == (bad,)
 
 
+def test_two_verdicts_one_criterion_each_column_gated_by_its_own_preconditions():
+    """Issue 28: the reproduced column is gated only by the paper's run's properties, the
+    robust column by today's standard; the criterion's outcome is the same in both."""
+    paper = precondition("one_chain_accept", "acceptance rate in the authors' 0.6-0.9 band", 0.75, True,
+                         column="reproduced", source="Xiao et al., authors' code hmc.py")
+    rhat = precondition("rhat", "rank-normalised split R-hat <= 1.01 (4 chains)", 1.3, False, column=Column.ROBUST)
+    both = precondition("sized", "profile sized to judge claims", "yes", True)
+    claim = Claim("c", "t", "p", "o", holds=True, criterion="x > 1", preconditions=(paper, rhat, both))
+    assert claim.holds is True and claim.robust is None
+    assert claim.verdict == "holds"
+    assert claim.column_verdict(Column.ROBUST) == "not judged: rank-normalised split R-hat <= 1.01 (4 chains) (measured 1.3)"
+    v = claim.verdicts
+    assert v["reproduced"]["verdict"] == "holds" and v["robust"]["holds"] is None
+    assert [p["name"] for p in v["reproduced"]["preconditions"]] == ["one_chain_accept", "sized"]
+    assert [p["name"] for p in v["robust"]["preconditions"]] == ["rhat", "sized"]
+    assert v["reproduced"]["preconditions"][0]["source"] == "Xiao et al., authors' code hmc.py"
+    # a failed precondition of both columns withholds both; one of the paper's run only, the reproduced one
+    unsized = Claim("d", "t", "p", "o", holds=False, preconditions=(replace(both, met=False),))
+    assert unsized.holds is None and unsized.robust is None
+    paper_failed = Claim("e", "t", "p", "o", holds=False, preconditions=(replace(paper, met=False),))
+    assert paper_failed.holds is None and paper_failed.robust is False
+    # a precondition added later (the smoke gate) gates again from the criterion's outcome
+    assert replace(paper_failed, preconditions=(paper,)).holds is False
+    # a robust protocol that measures something else (more seeds) gives its own outcome and measurement
+    seeds = Claim("f", "t", "p", "one seed: 0.3", holds=True, robust_holds=False, robust_ours="5 seeds: 0.1 ± 0.2")
+    assert seeds.verdicts["robust"] == {"verdict": "does not hold", "holds": False, "measured": "5 seeds: 0.1 ± 0.2",
+                                        "preconditions": []}
+    assert seeds.verdicts["reproduced"]["measured"] == "one seed: 0.3"
+    with pytest.raises(TypeError, match="give robust_holds and robust_ours together"):
+        Claim("g", "t", "p", "o", holds=True, robust_holds=False)
+    with pytest.raises(ValueError, match="column must be one of"):
+        precondition("x", "y", 1, True, column="paper")  # not a column
+
+
+def test_two_verdicts_round_trip_through_the_file(tmp_path):
+    results = ChapterResults("99_x", "quick", 0, "cpu")
+    rhat = precondition("rhat", "split R-hat <= 1.01", 1.3, False, column="robust")
+    results.add_claims([Claim("c", "t", "p", "o", holds=True, preconditions=(rhat,)),
+                        Claim("s", "t", "p", "o", holds=True, robust_holds=True, robust_ours="5 seeds")])
+    path = results.write(tmp_path)
+    [c, s] = json.loads(path.read_text())["claims"]
+    assert c["holds"] is True and c["verdict"] == "holds"  # the reproduced verdict, as old readers expect
+    assert c["verdicts"]["robust"]["verdict"].startswith("not judged: split R-hat")
+    assert c["preconditions"][0]["column"] == "robust"
+    assert s["verdicts"]["robust"]["measured"] == "5 seeds"
+    again = ChapterResults("99_x", "quick", 0, "cpu")
+    again.add_claims([c])  # a written claim reads back (its derived verdicts dropped)
+    assert again.claims[0].verdicts == results.claims[0].verdicts
+
+
 def test_preconditions_kind_errata_and_robustness_round_trip_through_the_file(tmp_path):
     results = ChapterResults("99_x", "quick", 0, "cpu")
     results.add_claim("c1", "a claim", "p", "o", True, criterion="x > 1",
@@ -75,7 +127,8 @@ def test_preconditions_kind_errata_and_robustness_round_trip_through_the_file(tm
     stored = json.loads(results.write(tmp_path).read_text())
     c1, c2 = stored["claims"]
     assert c1["holds"] is None and c1["verdict"].startswith("not judged: n >= 10 (measured 3)")
-    assert c1["preconditions"] == [{"name": "n", "criterion": "n >= 10", "measured": "3", "met": False}]
+    assert c1["preconditions"] == [{"name": "n", "criterion": "n >= 10", "measured": "3", "met": False,
+                                    "column": "both", "source": ""}]
     assert c2["kind"] == "code check" and c2["verdict"] == "holds"
     assert stored["errata"][0]["correction"] == "sort by first weight (App. C.2)"
     assert stored["robustness"]["c1"]["rows"][1] == [0.01, "does not hold"]

@@ -180,3 +180,19 @@ def test_columns_that_time_the_machine_are_timing_columns(name):
 @pytest.mark.parametrize("name", ["component sd s", "min ESS params", "a*/s (ours)", "splits", "TV to gold"])
 def test_other_columns_are_not(name):
     assert not tables.is_timing_column(name)
+
+
+def test_the_ledger_shows_both_verdicts_and_marks_each_preconditions_column():
+    from symlib.book.results import Claim, precondition
+
+    rhat = precondition("rhat", "split R-hat <= 1.01 (4 chains)", 1.3, False, column="robust")
+    accept = precondition("accept", "acceptance in the authors' band", 0.7, True, column="reproduced",
+                          source="authors' hmc.py")
+    claim = Claim("c", "a claim", "p", "o", holds=True, criterion="x > 1", preconditions=(rhat, accept)).to_dict()
+    old = {k: v for k, v in claim.items() if k != "verdicts"}  # a results file from before the two columns
+    html_out = tables.render_ledger({"profile": "quick", "claims": [claim]}, label="Table 1.1", anchor="t")
+    assert "<th>quick: reproduced</th><th>quick: robust</th>" in html_out
+    assert "✓ holds" in html_out and "not judged: split R-hat &lt;= 1.01 (4 chains)" in html_out
+    assert "[robust only]" in html_out and "[reproduced only] [authors&#x27; hmc.py]" in html_out
+    old_html = tables.render_ledger({"profile": "quick", "claims": [old]}, label="T", anchor="t")
+    assert old_html.count(tables.status_badge("—")) == 1  # no robust verdict recorded: a dash

@@ -12,11 +12,12 @@ from scipy import stats
 
 from symlib.book.cache import cache_dir
 from symlib.book.chapter import RunResults
-from symlib.book.results import Kind, depends_on
+from symlib.book.results import Column, Kind, depends_on
 from symlib.chapters import constrained_models as ch4
 from symlib.chapters import get_profile, reported
 from symlib.chapters.constrained_models import CHAPTER, seeds
 from symlib.chapters.constrained_models.claims import (
+    PAPER_SAMPLER,
     boston_claims,
     robustness_rows,
     synthetic_claims,
@@ -82,9 +83,11 @@ def test_claims_ledger(results):
     by_id = {c.id: c for c in judged}
     assert by_id["permutation-copies-removed"].kind is Kind.CODE_CHECK
     assert by_id["permutation-copies-removed"].holds is True    # by construction
-    # 2 splits of 40 draws: neither mixed chains nor a test that can reach p < 0.05
-    assert by_id["wilcoxon-mse"].holds is None
-    assert {p.name for p in by_id["wilcoxon-mse"].failed_preconditions} >= {"rhat", "power"}
+    # 2 splits of 40 draws at depth 5: not the paper's sampler (reproduced), chains not mixed
+    # (robust), and no test that can reach p < 0.05 (both)
+    assert by_id["wilcoxon-mse"].holds is None and by_id["wilcoxon-mse"].robust is None
+    assert {p.name for p in by_id["wilcoxon-mse"].failed_preconditions} == {"sampler", "power"}
+    assert {p.name for p in by_id["wilcoxon-mse"].failed(Column.ROBUST)} >= {"chains", "rhat", "power"}
 
 
 def test_robustness_tables_cover_every_claim_with_an_open_choice(results):
@@ -103,7 +106,8 @@ def test_robustness_tables_cover_every_claim_with_an_open_choice(results):
 
 def _diag(**changes):
     d = {"rhat_f_max": 1.002, "ess_f_min": 900.0, "tail_ess_f_min": 800.0, "treedepth": 5.0,
-         "leapfrog": 31.0, "hit_max_depth": 0.0, "ess_f_median": 1500.0, "ess_per_s": 100.0, "chains": 4}
+         "leapfrog": 31.0, "hit_max_depth": 0.0, "ess_f_median": 1500.0, "ess_per_s": 100.0, "chains": 4,
+         "draws": 1000}
     return {**d, **changes}
 
 
@@ -118,7 +122,13 @@ def _fits(unc=None, con=None, corr=(-0.9, 0.1), sd=(1.0, 0.2)):
 
 
 def _verdicts(claims):
+    """The reproduced column's verdicts."""
     return {c.id: c.verdict for c in claims}
+
+
+def _robust(claims):
+    """The robust column's verdicts."""
+    return {c.id: c.column_verdict(Column.ROBUST) for c in claims}
 
 
 def test_synthetic_claims_judged_by_their_criteria():
@@ -133,17 +143,35 @@ def test_synthetic_claims_judged_by_their_criteria():
 
 
 def test_synthetic_claims_not_judged_on_unmixed_or_capped_chains():
-    v = _verdicts(synthetic_claims(_fits(unc=_diag(treedepth=6.0, rhat_f_max=1.3))))
+    # unmixed chains: the robust column withholds every NUTS claim; the reproduced column, gated
+    # only by what the paper's run had (it reports no R-hat), judges them
+    claims = synthetic_claims(_fits(unc=_diag(treedepth=6.0, rhat_f_max=1.3)))
+    v, r = _verdicts(claims), _robust(claims)
     for cid in ("hyperbola-removed", "shallower-trees", "ess-lower-constrained"):
-        assert v[cid].startswith("not judged") and "split R-hat" in v[cid] and "1.3" in v[cid]
-    assert v["permutation-copies-removed"] == "holds"   # a code check needs no mixing
-    # few effective draws: no verdict on the shape or on tree depths, but the ESS claim is judged
-    # (its measured quantity is the ESS) as long as R-hat is fine
-    v = _verdicts(synthetic_claims(_fits(con=_diag(ess_f_min=50.0, ess_f_median=100.0))))
-    assert "bulk ESS" in v["hyperbola-removed"] and v["ess-lower-constrained"] == "holds"
-    # trees cut at the depth cap: the depth comparison alone is withheld
-    v = _verdicts(synthetic_claims(_fits(con=_diag(hit_max_depth=0.5, ess_f_median=1000.0))))
-    assert "maximum tree depth" in v["shallower-trees"] and v["hyperbola-removed"] == "holds"
+        assert r[cid].startswith("not judged") and "split R-hat" in r[cid] and "1.3" in r[cid]
+        assert v[cid] == "holds"
+    assert v["permutation-copies-removed"] == r["permutation-copies-removed"] == "holds"   # a code check
+    # few effective draws: no robust verdict on the shape or on tree depths, but the ESS claim is
+    # judged (its measured quantity is the ESS) as long as R-hat is fine
+    r = _robust(synthetic_claims(_fits(con=_diag(ess_f_min=50.0, ess_f_median=100.0))))
+    assert "bulk ESS" in r["hyperbola-removed"] and r["ess-lower-constrained"] == "holds"
+    # fewer than 4 chains: robust not judged, reproduced judged (the authors' code ran 1)
+    claims = synthetic_claims(_fits(unc=_diag(treedepth=6.0, chains=1), con=_diag(ess_f_median=1000.0, chains=1)))
+    assert all("at least 4 NUTS chains" in x for k, x in _robust(claims).items() if k != "permutation-copies-removed")
+    assert set(_verdicts(claims).values()) == {"holds"}
+    # trees cut at the depth cap: the robust depth comparison alone is withheld; the paper
+    # reports mean depths at Stan's cap, so the reproduced column judges it
+    claims = synthetic_claims(_fits(con=_diag(hit_max_depth=0.5, ess_f_median=1000.0)))
+    r = _robust(claims)
+    assert "maximum tree depth" in r["shallower-trees"] and r["hyperbola-removed"] == "holds"
+    assert _verdicts(claims)["shallower-trees"] == "holds"
+    # a shallower cap than Stan's default is not the paper's sampler: the reproduced column
+    # withholds every NUTS claim, naming the cap; the robust column does not ask for it
+    claims = synthetic_claims(_fits(), max_depth=7)
+    v, r = _verdicts(claims), _robust(claims)
+    assert all(x.startswith("not judged: NUTS in Stan with max tree depth >= 10") and "max tree depth 7" in x
+               for k, x in v.items() if k != "permutation-copies-removed")
+    assert set(r.values()) == {"holds"}
     made_up = RunResults({"synth": {"datasets": {"paper": {"fits": _fits()}}},
                           "boston": {"splits": _splits([0.4] * 6, [0.3] * 6, [0.1] * 6, [0.05] * 6)}}, config=SMOKE)
     assert all("profile" in c.verdict for c in CHAPTER.judged_claims(made_up) if c.kind is Kind.CLAIM)
@@ -162,25 +190,75 @@ def test_boston_claims_judged_by_their_criteria():
     worse_out = [0.05, 0.06, 0.07, 0.08, 0.09, 0.10]
     splits = _splits(better, [m - 0.05 - 0.01 * i for i, m in enumerate(better)],
                      worse_out, [o + 0.02 for o in worse_out])
-    v = _verdicts(boston_claims(splits))
+    v = _verdicts(boston_claims(splits, max_depth=10))
     assert v == {"boston-mse-lower": "holds", "boston-outside-less-often": "does not hold",
                  "wilcoxon-mse": "holds", "wilcoxon-coverage": "does not hold"}
     assert stats.wilcoxon(better, [s["constrained"]["mse"] for s in splits]).pvalue == pytest.approx(2 / 64)
     # a split worse at Table 1's 2 decimals breaks "in every split"; a tie at 2 decimals does not
     tie = _splits(better, [0.304 if i == 0 else m - 0.05 for i, m in enumerate(better)], worse_out, worse_out)
     tie[0]["unconstrained"]["mse"] = 0.301
-    assert _verdicts(boston_claims(tie))["boston-mse-lower"] == "holds"
+    assert _verdicts(boston_claims(tie, max_depth=10))["boston-mse-lower"] == "holds"
     tie[0]["constrained"]["mse"] = 0.306
-    assert _verdicts(boston_claims(tie))["boston-mse-lower"] == "does not hold"
+    assert _verdicts(boston_claims(tie, max_depth=10))["boston-mse-lower"] == "does not hold"
 
 
 def test_boston_claims_not_judged_without_power_or_mixing():
-    v = _verdicts(boston_claims(_splits([0.4] * 3, [0.3] * 3, [0.1] * 3, [0.05] * 3)))
+    v = _verdicts(boston_claims(_splits([0.4] * 3, [0.3] * 3, [0.1] * 3, [0.05] * 3), max_depth=10))
     assert "sign test can reach p < 0.05" in v["boston-mse-lower"]        # 3 splits: p >= 0.25
     assert "wilcoxon test can reach p < 0.05" in v["wilcoxon-mse"]
     assert v["boston-outside-less-often"] == "holds"                       # no test, no power needed
     unmixed = _splits([0.4] * 6, [0.3] * 6, [0.1] * 6, [0.05] * 6, diag=_diag(rhat_f_max=2.1))
-    assert all(x.startswith("not judged: split R-hat") for x in _verdicts(boston_claims(unmixed)).values())
+    assert all(x.startswith("not judged: split R-hat") for x in _robust(boston_claims(unmixed, max_depth=10)).values())
+
+
+def test_boston_claims_two_columns():
+    """Reproduced: Stan's default depth, the splits' power; robust: 4 mixed chains and the power."""
+    better = [0.40, 0.35, 0.42, 0.38, 0.37, 0.45]
+    out = [0.10, 0.12, 0.09, 0.11, 0.13, 0.10]
+    # one chain per fit, as in the authors' code, not mixed in f(x): judged reproduced only
+    one = _splits(better, [m - 0.05 for m in better], out, [o - 0.03 for o in out],
+                  diag=_diag(chains=1, rhat_f_max=1.4, ess_f_min=20.0, tail_ess_f_min=30.0, hit_max_depth=0.95))
+    claims = boston_claims(one, max_depth=10)
+    assert set(_verdicts(claims).values()) == {"holds"}
+    assert all(x.startswith("not judged: at least 4 NUTS chains per fit (measured 1)") and "split R-hat" in x
+               for x in _robust(claims).values())
+    by_id = {c.id: c for c in claims}
+    assert by_id["wilcoxon-mse"].holds is True and by_id["wilcoxon-mse"].robust is None
+    sampler = next(p for p in by_id["boston-mse-lower"].preconditions if p.name == "sampler")
+    # the budget and the share of iterations at the cap per split are stated, not gated
+    assert "6 of the paper's 15 splits" in sampler.measured and "1 chain(s) x 1000 draws" in sampler.measured
+    assert sampler.measured.endswith("(worst model): " + ", ".join(["0.95"] * 6))
+    # 4 mixed chains at depth 7: judged robust only
+    claims = boston_claims(_splits(better, [m - 0.05 for m in better], out, [o - 0.03 for o in out]), max_depth=7)
+    assert set(_robust(claims).values()) == {"holds"}
+    assert all(x.startswith("not judged: NUTS in Stan with max tree depth >= 10") for x in _verdicts(claims).values())
+    # no recorded depth (results without a profile) does not meet the reproduced gate
+    assert all("max tree depth not recorded" in x for x in _verdicts(boston_claims(one)).values())
+    # too few splits for the tests gates both columns
+    few = boston_claims(_splits(better[:3], [m - 0.05 for m in better[:3]], out[:3], out[:3]), max_depth=10)
+    for c in few:
+        if c.id != "boston-outside-less-often":
+            assert "test can reach p < 0.05" in c.verdict and "test can reach p < 0.05" in c.column_verdict(Column.ROBUST)
+
+
+def test_every_reproduced_gate_cites_its_source():
+    """Every precondition gating the reproduced column cites where the paper's run has it; every
+    R-hat, ESS, chain-count and depth-share bar gates the robust column only."""
+    results = RunResults({"synth": {"datasets": {"paper": {"fits": _fits()}}},
+                          "boston": {"splits": _splits([0.4] * 7, [0.3] * 7, [0.1] * 7, [0.05] * 7)}},
+                         config=get_profile(CHAPTER.name, "full"))
+    claims = [c for c in CHAPTER.claims(results) if c.kind is Kind.CLAIM]
+    assert {c.id for c in claims} == CLAIM_IDS - {"permutation-copies-removed"}
+    for c in claims:
+        reproduced = [p for p in c.preconditions if p.gates(Column.REPRODUCED)]
+        assert reproduced and all(p.source for p in reproduced), c.id
+        assert any(p.name == "sampler" and p.source == PAPER_SAMPLER and p.met for p in reproduced), c.id
+        robust_only = {p.name for p in c.preconditions if p.column is Column.ROBUST}
+        assert robust_only >= {"chains", "rhat"}, c.id
+        assert not robust_only & {p.name for p in reproduced}
+        assert c.verdicts["reproduced"]["verdict"] == "holds", c.id    # made-up data that meet every bar
+    # the full and paper profiles run Boston at Stan's default depth, the paper's sampler
+    assert all(get_profile(CHAPTER.name, n).boston_max_depth == 10 for n in ("full", "paper"))
 
 
 def test_robustness_frames_read_by_the_shared_summary():
@@ -222,7 +300,7 @@ def test_wilcoxon_claim_needs_the_papers_direction():
     # significant but the unconstrained model better in every split: does not hold
     splits = _splits([0.30 + 0.01 * i for i in range(6)], [0.40 + 0.02 * i for i in range(6)],
                      [0.1] * 6, [0.05] * 6)
-    v = _verdicts(boston_claims(splits))
+    v = _verdicts(boston_claims(splits, max_depth=10))
     assert v["wilcoxon-mse"] == "does not hold" and v["boston-mse-lower"] == "does not hold"
     w = ch4.wilcoxon_frame(splits)
     assert w.loc[0, "p (ours)"] == pytest.approx(2 / 64) and w.loc[0, "W+ (unc > con)"] == 0

@@ -5,6 +5,15 @@ Criteria and thresholds are fixed here, before the run. A claim whose preconditi
 not judged (:class:`symlib.book.results.Claim`); in the `smoke` profile none is (the chapter's
 ``judge_field``, applied by :meth:`symlib.book.chapter.Chapter.judged_claims`). Every robustness
 sweep (:data:`SWEEPS`) re-judges a claim under every setting of the open choices that were run.
+
+Each claim is judged twice with one criterion (:class:`symlib.book.results.Column`). The
+*reproduced* column is gated only by what the paper's run had: NUTS in Stan at Stan's default
+maximum tree depth of 10 (:data:`PAPER_SAMPLER`; the precondition also states our budget against
+the authors' 1 chain of 1,000 draws and 15 splits, and the share of iterations at the cap per
+split), and for the tests a number of splits that can reach p < 0.05 (the paper's 15 do). The
+paper reports no R-hat and no bar on the ESS, so mixing (:func:`_mixed`: at least 4 chains, split
+R-hat <= 1.01, bulk and tail ESS >= 400 of f(x)) and the chapter's own bar on trees stopped at the
+cap (:data:`DEPTH_CAP_SHARE`) gate the *robust* column only.
 """
 
 from __future__ import annotations
@@ -17,7 +26,8 @@ import numpy as np
 
 from symlib.book.chapter import Sweep, sized_to_judge
 from symlib.book.preconditions import chains_mixed, test_can_reach
-from symlib.book.results import Claim, Erratum, Kind, Precondition, outcome, precondition
+from symlib.book.results import Claim, Column, Erratum, Kind, Precondition, outcome, precondition
+from symlib.chapters.constrained_models.fits import STAN_MAX_DEPTH
 from symlib.chapters.constrained_models.paper import PAPER_P, reported
 from symlib.chapters.constrained_models.stages_boston import AUTHORS_ANGLES
 from symlib.chapters.constrained_models.wilcoxon import signed_ranks, wilcoxon_frame
@@ -27,6 +37,9 @@ __all__ = [
     "BOSTON_CLAIMS",
     "DEPTH_CAP_SHARE",
     "ERRATA",
+    "MIN_CHAINS",
+    "PAPER_SAMPLER",
+    "PAPER_SPLITS",
     "SECTIONS",
     "SWEEPS",
     "SYNTHETIC_CLAIMS",
@@ -39,7 +52,18 @@ __all__ = [
 DEPTH_CAP_SHARE = 0.1
 """Largest share of NUTS iterations at the maximum tree depth for mean tree depths to be compared
 (a chapter-specific precondition): a trajectory stopped at the cap measures the cap, not the
-geometry of the posterior."""
+geometry of the posterior. Gates the robust column only: the paper reports mean tree depths, not
+how many trajectories stopped at the cap."""
+MIN_CHAINS = 4
+"""Fewest NUTS chains per fit for the robust column (today's standard, Vehtari et al. 2021): with
+fewer, split R-hat cannot tell chains stuck in different modes apart."""
+PAPER_SAMPLER = ("Sec. 4.1 and 4.2: 'the NUTS algorithm in Stan', no sampler setting changed, so Stan's "
+                 "default max tree depth of 10; the authors' code: 1 chain of 1,000 warm-up + 1,000 draws "
+                 "(papers/NOTES.md, 003)")
+"""Where the paper's sampler settings are stated (the reproduced column's gate)."""
+PAPER_SPLITS = 15
+"""Random 80/20 splits of the paper's Boston experiment (Sec. 4.2, Tables 1 and 2)."""
+_MIXING_SOURCE = "today's standard (Vehtari et al. 2021); the paper reports no R-hat and no ESS bar"
 
 SYNTHETIC_CLAIMS = ("hyperbola-removed", "permutation-copies-removed", "shallower-trees", "ess-lower-constrained")
 """The claims of Sec. 4.1 (synthetic data)."""
@@ -51,12 +75,20 @@ SECTIONS = {**dict.fromkeys(SYNTHETIC_CLAIMS, "Synthetic"), **dict.fromkeys(BOST
 
 def claims(results: Mapping) -> list[Claim]:
     """The claims ledger: each claim of the paper with its criterion and preconditions, judged on
-    the ``synth`` and ``boston`` stages' NUTS fits."""
-    return synthetic_claims(results["synth"]["datasets"]["paper"]["fits"]) + boston_claims(results["boston"]["splits"])
+    the ``synth`` and ``boston`` stages' NUTS fits (the Boston tree depth cap read from the
+    profile, ``results.config``)."""
+    return (synthetic_claims(results["synth"]["datasets"]["paper"]["fits"])
+            + boston_claims(results["boston"]["splits"], max_depth=_boston_max_depth(results)))
+
+
+def _boston_max_depth(results) -> int | None:
+    """The profile's ``boston_max_depth`` (None where the results carry no profile)."""
+    return getattr(getattr(results, "config", None), "boston_max_depth", None)
 
 
 def _mixed(diags: list[dict], what: str, *, rhat_only: bool = False) -> list[Precondition]:
-    """:func:`chains_mixed` on the network's outputs f(x), worst over the given NUTS fits.
+    """:func:`chains_mixed` on the network's outputs f(x), worst over the given NUTS fits, and at
+    least :data:`MIN_CHAINS` chains: the robust column's gate (the paper reports neither).
 
     f(x) is invariant to both symmetries, so it mixes when the function does, whatever the
     parametrisation (parameters of the unconstrained model never mix across copies).
@@ -64,18 +96,39 @@ def _mixed(diags: list[dict], what: str, *, rhat_only: bool = False) -> list[Pre
     rhat = float(np.max([d["rhat_f_max"] for d in diags]))
     bulk = float(np.min([d.get("ess_f_min", np.nan) for d in diags]))
     tail = float(np.min([d["tail_ess_f_min"] for d in diags]))
+    chains = int(np.min([d["chains"] for d in diags]))
     pre = chains_mixed(rhat, bulk, tail, what=what)
-    return pre[:1] if rhat_only else pre
+    pre = [precondition("chains", f"at least {MIN_CHAINS} NUTS chains per fit", chains, chains >= MIN_CHAINS),
+           *(pre[:1] if rhat_only else pre)]
+    return [replace(p, column=Column.ROBUST, source=_MIXING_SOURCE) for p in pre]
 
 
-def synthetic_claims(fits: dict) -> list[Claim]:
+def _sampler(max_depth: int | None, budget: str) -> Precondition:
+    """The reproduced column's gate: NUTS at Stan's default max tree depth, the paper's sampler.
+
+    ``budget`` states what was run against the paper's run (a smaller budget is stated, not gated).
+    """
+    depth = "not recorded" if max_depth is None else f"{max_depth}"
+    return precondition(
+        "sampler", f"NUTS in Stan with max tree depth >= {STAN_MAX_DEPTH} (Stan's default, the paper's)",
+        f"max tree depth {depth}; {budget}", max_depth is not None and max_depth >= STAN_MAX_DEPTH,
+        column=Column.REPRODUCED, source=PAPER_SAMPLER)
+
+
+def _draws(diag: dict, per: str) -> str:
+    return f"{diag['chains']} chain(s) x {diag['draws']} draws per {per} (the authors' code: 1 x 1,000)"
+
+
+def synthetic_claims(fits: dict, *, max_depth: int = STAN_MAX_DEPTH) -> list[Claim]:
     """The claims of Sec. 4.1 on the NUTS fits ``fits[model, "NUTS"]`` of one synthetic dataset.
 
-    Every claim rests on NUTS draws, so each needs mixed chains (f(x), both models compared). The
-    smoke gate is the chapter's ``judge_field`` (:meth:`symlib.book.chapter.Chapter.judged_claims`).
-    The tree-depth claim also needs trajectories that were not cut at the depth cap
-    (:data:`DEPTH_CAP_SHARE`). The ESS claim needs R-hat only: its measured quantity is the ESS,
-    so a minimum ESS would decide it.
+    Reproduced column: NUTS at Stan's default tree depth (``max_depth``: the synthetic fits always
+    run at :data:`~symlib.chapters.constrained_models.fits.STAN_MAX_DEPTH`). Robust column: every
+    claim rests on NUTS draws, so each needs mixed chains (f(x), both models compared); the
+    tree-depth claim also needs trajectories that were not cut at the depth cap
+    (:data:`DEPTH_CAP_SHARE`); the ESS claim needs chains and R-hat only: its measured quantity is
+    the ESS, so a minimum ESS would decide it. The smoke gate is the chapter's ``judge_field``
+    (:meth:`symlib.book.chapter.Chapter.judged_claims`).
     """
     nuts = {m: fits[m, "NUTS"] for m in idf.MODELS}
     du, dc = nuts["unconstrained"]["diag"], nuts["constrained"]["diag"]
@@ -84,6 +137,7 @@ def synthetic_claims(fits: dict) -> list[Claim]:
     ratio = hu["sd_log_w2"] / max(hc["sd_log_w2"], 1e-12)
     mu, mo, mc = (nuts[m]["modes"] for m in idf.MODELS)
     capped = max(du["hit_max_depth"], dc["hit_max_depth"])
+    sampler = _sampler(max_depth, _draws(du, "model") + f"; share at the cap {capped:.2g} (worst model)")
     return [
         Claim(
             id="hyperbola-removed",
@@ -95,7 +149,7 @@ def synthetic_claims(fits: dict) -> list[Claim]:
             holds=bool(hu["corr"] < -0.5 and ratio >= 2),
             criterion="corr(log|W1[1,1]|, log|W2[1]|) < -0.5 unconstrained, and the sd of log|W2[1]| "
                       "at least 2-fold smaller constrained",
-            preconditions=tuple(mixed)),
+            preconditions=(sampler, *mixed)),
         Claim(
             id="permutation-copies-removed",
             text="Draws of the ordered and constrained models lie in one permutation copy of the "
@@ -116,9 +170,10 @@ def synthetic_claims(fits: dict) -> list[Claim]:
                   f"constrained; leapfrog steps {du['leapfrog']:.1f} vs {dc['leapfrog']:.1f}"),
             holds=bool(dc["treedepth"] < du["treedepth"]),
             criterion="mean NUTS tree depth lower constrained than unconstrained",
-            preconditions=(*mixed, precondition(
+            preconditions=(sampler, *mixed, precondition(
                 "depth_cap", f"share of NUTS iterations at the maximum tree depth <= {DEPTH_CAP_SHARE:.0%}",
-                capped, capped <= DEPTH_CAP_SHARE))),
+                capped, capped <= DEPTH_CAP_SHARE, column=Column.ROBUST,
+                source="the chapter's bar; the paper reports mean tree depths only (Sec. 4.1)"))),
         Claim(
             id="ess-lower-constrained",
             text="The number of effective samples is lower in the constrained case (as the paper "
@@ -129,20 +184,33 @@ def synthetic_claims(fits: dict) -> list[Claim]:
                   f"{dc['ess_per_s']:.2g}"),
             holds=bool(dc["ess_f_median"] < du["ess_f_median"]),
             criterion="median bulk ESS of f(x) at the training inputs lower constrained (same draws)",
-            preconditions=tuple(_mixed([du, dc], "f(x), unconstrained and constrained", rhat_only=True))),
+            preconditions=(sampler, *_mixed([du, dc], "f(x), unconstrained and constrained", rhat_only=True))),
     ]
 
 
-def boston_claims(splits: list[dict], *, constrained: str = "constrained") -> list[Claim]:
+def boston_claims(splits: list[dict], *, constrained: str = "constrained",
+                  max_depth: int | None = None) -> list[Claim]:
     """The claims of Sec. 4.2 on the Boston splits, unconstrained vs ``constrained``.
 
-    Each needs the NUTS chains of every split mixed in f(x) at test points. "In every split" can
-    be told from chance only with enough splits, so that claim needs a sign test able to reach
-    p < 0.05; the Wilcoxon claims need the same of their test.
+    Reproduced column: NUTS at Stan's default tree depth (``max_depth``, the profile's
+    ``boston_max_depth``; None, not recorded, does not meet it), with the share of iterations at
+    the cap per split stated beside it. Robust column: the NUTS chains of every split mixed in
+    f(x) at test points. Both: "in every split" can be told from chance only with enough splits,
+    so that claim needs a sign test able to reach p < 0.05 (the paper's 15 splits can); the
+    Wilcoxon claims need the same of their test.
     """
     k = len(splits)
-    mixed = _mixed([r[m]["diag"] for r in splits for m in ("unconstrained", constrained)],
-                   "f(x) at test points, every split and model")
+    models = ("unconstrained", constrained)
+    mixed = _mixed([r[m]["diag"] for r in splits for m in models], "f(x) at test points, every split and model")
+    at_cap = ", ".join(f"{max(r[m]['diag']['hit_max_depth'] for m in models):.2f}" for r in splits)
+    sampler = _sampler(max_depth, f"{k} of the paper's {PAPER_SPLITS} splits; "
+                                  + _draws(splits[0]["unconstrained"]["diag"], "split and model")
+                                  + f"; share of iterations at the cap per split (worst model): {at_cap}")
+
+    def power(test: str) -> Precondition:
+        return replace(test_can_reach(test, k), column=Column.BOTH,
+                       source=f"Sec. 4.2, Tables 1 and 2: the paper's {PAPER_SPLITS} splits reach p = "
+                              f"{PAPER_P['mse']} and {PAPER_P['outside']}")
     mse_u = np.array([r["unconstrained"]["mse"] for r in splits])
     mse_c = np.array([r[constrained]["mse"] for r in splits])
     out_u = np.array([r["unconstrained"]["outside"] for r in splits])
@@ -159,7 +227,7 @@ def boston_claims(splits: list[dict], *, constrained: str = "constrained") -> li
             holds=bool(not_worse.all()),
             criterion="constrained MSE <= unconstrained MSE in every split, both rounded to 2 decimals "
                       "as in Table 1",
-            preconditions=(*mixed, test_can_reach("sign", k))),
+            preconditions=(sampler, *mixed, power("sign"))),
         Claim(
             id="boston-outside-less-often",
             text="The constrained model's 95% intervals miss test points less often",
@@ -168,7 +236,7 @@ def boston_claims(splits: list[dict], *, constrained: str = "constrained") -> li
                   f"lower in {int((out_c < out_u).sum())} of {k} splits"),
             holds=bool(out_c.mean() < out_u.mean()),
             criterion="mean share of test points outside the central 95% interval lower constrained",
-            preconditions=tuple(mixed)),
+            preconditions=(sampler, *mixed)),
     ]
     w = wilcoxon_frame(splits, constrained)
     for i, (cid, paper_p) in enumerate((("wilcoxon-mse", PAPER_P["mse"]), ("wilcoxon-coverage", PAPER_P["outside"]))):
@@ -183,7 +251,7 @@ def boston_claims(splits: list[dict], *, constrained: str = "constrained") -> li
             holds=bool(r["p (ours)"] < 0.05 and r["W+ (unc > con)"] > r["W− (con > unc)"]),
             criterion="paired two-sided Wilcoxon signed-rank p < 0.05, in the constrained model's "
                       "favour (W+ > W−: the unconstrained model's values higher)",
-            preconditions=(*mixed, test_can_reach("wilcoxon", k))))
+            preconditions=(sampler, *mixed, power("wilcoxon"))))
     return out
 
 
@@ -240,12 +308,13 @@ def robustness_rows(results: Mapping) -> dict[str, list[dict]]:
             synthetic_claims(synth["code"]["fits"]))
     splits = results["boston"]["splits"]
     boston_alternatives = list((robust.get("boston") or {}).items())
-    add("this run", "as in this run", boston_claims(splits))
+    depth = _boston_max_depth(results)
+    add("this run", "as in this run", boston_claims(splits, max_depth=depth))
     if AUTHORS_ANGLES in splits[0]:
         add("prior on the angles (constrained)", "Laplace(0, 1), no change of measure (authors' code)",
-            boston_claims(splits, constrained=AUTHORS_ANGLES))
+            boston_claims(splits, constrained=AUTHORS_ANGLES, max_depth=depth))
     for w, alt in boston_alternatives:
-        add("weight prior scale (Boston)", f"{w:g}", boston_claims(alt))
+        add("weight prior scale (Boston)", f"{w:g}", boston_claims(alt, max_depth=depth))
     return rows
 
 

@@ -16,16 +16,19 @@ from symlib.inference import stan as st
 from symlib.metrics.mcmc import bulk_ess, summary
 from symlib.nn import constrained as idf
 
-__all__ = ["METHODS", "PARAMS", "advi_fit", "hyperbola_stats", "mode_labels", "nuts_fit", "predictive"]
+__all__ = ["METHODS", "PARAMS", "STAN_MAX_DEPTH", "advi_fit", "hyperbola_stats", "mode_labels", "nuts_fit", "predictive"]
 
 METHODS = ("NUTS", "ADVI mean-field", "ADVI full-rank")
 """The inference methods fitted on the synthetic data."""
 PARAMS = ("W1", "b1", "W2", "b2", "sigma")
 """The network's parameters, as every fit stores them."""
+STAN_MAX_DEPTH = 10
+"""Stan's default maximum NUTS tree depth, the paper's (it names no sampler setting); the
+synthetic fits always run at it, the Boston fits at the profile's ``boston_max_depth``."""
 
 
 def nuts_fit(model: str, x, y, hidden: int, prior: idf.NetPrior, *, chains: int, warmup: int,
-          draws: int, seed: int, max_depth: int = 10, f_points=None, code: str | None = None) -> dict:
+          draws: int, seed: int, max_depth: int = STAN_MAX_DEPTH, f_points=None, code: str | None = None) -> dict:
     """One NUTS run in Stan; draws as float32 arrays ``(chains, draws, ...)`` plus diagnostics.
 
     ``code``: a variant of ``model``'s program with the same data block (the authors' angle prior).
