@@ -347,6 +347,10 @@ class RunResults(Mapping):
     config: Any = None
     seed: int = 0
     device: Any = "cpu"
+    sweep_frames: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each sweep's frame once computed (:meth:`Chapter.sweep_frame`): the ledger, its summary in
+    the claims and the page's robustness tables read the same rows. Not carried by
+    :func:`dataclasses.replace`, so results with another config judge again."""
 
     def __getitem__(self, name: str):
         try:
@@ -547,17 +551,17 @@ class Chapter:
 
     def sweep_frame(self, sweep: Sweep, results: RunResults):
         """A sweep's rows as a DataFrame, checked for the one shape; None when it gives no rows
-        (the profile runs no such sweep)."""
+        (the profile runs no such sweep). Computed once per sweep and results."""
         import pandas as pd
 
+        if sweep in results.sweep_frames:
+            return results.sweep_frames[sweep]
         rows = sweep.rows(results)
-        if not len(rows):
-            return None
-        frame = pd.DataFrame(rows)
-        missing = {"choice", "setting", "verdict"} - set(frame.columns)
-        if missing:
+        frame = pd.DataFrame(rows) if len(rows) else None
+        if frame is not None and (missing := {"choice", "setting", "verdict"} - set(frame.columns)):
             raise ValueError(f"{self.name}: sweep of {sweep.claim!r} must give rows with choice, setting and "
                              f"verdict; missing {sorted(missing)}")
+        results.sweep_frames[sweep] = frame
         return frame
 
     def ledger(self, run, results: RunResults) -> dict:

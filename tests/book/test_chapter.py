@@ -195,3 +195,19 @@ def test_errata_may_quote_the_run():
     assert dynamic.errata_of(results)[0].correction == "2 (this run: 7)"
     with pytest.raises(TypeError, match="errata must be symlib.book.results.Erratum"):
         _chapter(errata=lambda results: [{"id": "e"}]).errata_of(results)
+
+
+def test_a_sweeps_rows_are_computed_once_per_results():
+    calls = []
+
+    def rows(results):
+        calls.append(1)
+        return [{"choice": "tolerance", "setting": "0.5", "verdict": "holds"}]
+
+    chapter = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", rows),))
+    results = RunResults({"summary": {"mean": 0.01}}, config=PROFILES["quick"])
+    chapter.judged_claims(results)
+    first = chapter.sweep_frame(chapter.sweeps[0], results)
+    assert chapter.sweep_frame(chapter.sweeps[0], results) is first and calls == [1]
+    chapter.judged_claims(replace(results, config=SMOKE))  # other results: judged again
+    assert calls == [1, 1]
