@@ -92,10 +92,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from symlib.book.cache import cached, device_key
-from symlib.book.results import Claim, Erratum, Kind, Precondition, depends_on, precondition
+from symlib.book.results import (
+    SAME,
+    Claim,
+    Column,
+    Erratum,
+    Kind,
+    Precondition,
+    depends_on,
+    precondition,
+)
 from symlib.book.streams import Stream
 
 __all__ = [
+    "SWEEP_SOURCE",
     "Chapter",
     "Figure",
     "ProfileView",
@@ -106,6 +116,7 @@ __all__ = [
     "Sweep",
     "Table",
     "sized_to_judge",
+    "swept",
 ]
 
 
@@ -323,11 +334,17 @@ class Sweep:
     """A robustness sweep: the verdict of claim ``claim`` under the settings the paper left open.
 
     ``rows(results)`` gives one dict per setting, in the order run, with at least ``choice``
-    (what was varied), ``setting`` (its value, as text) and ``verdict`` (``holds`` /
-    ``does not hold`` / ``not judged``); the first row is the run's own setting. The ledger
-    stores the table and appends its one-line summary (:func:`symlib.book.results.depends_on`)
-    to the claim's ``ours``. No rows (``[]``) means the profile runs no such sweep: nothing is
-    stored or appended.
+    (what was varied), ``setting`` (its value, as text), ``verdict`` (the reproduced column's
+    outcome there: ``holds`` / ``does not hold`` / ``not judged``) and ``robust verdict`` (the
+    robust column's, :attr:`symlib.book.results.Claim.robust`); the first row is the run's own
+    setting. The ledger stores the table and appends its one-line summary
+    (:func:`symlib.book.results.depends_on`) to the claim's ``ours``.
+
+    The sweep feeds the claim's robust column (:meth:`Chapter.judged_claims`): the claim is
+    robust only if it also holds under every other setting (one that does not hold makes the
+    robust outcome "does not hold"), and a robust precondition asks that every setting was
+    judged. No rows (``[]``) means the profile runs no such sweep: nothing is stored or
+    appended, and that precondition is unmet ("not run in this profile").
     """
 
     claim: str
@@ -365,10 +382,48 @@ class RunResults(Mapping):
         return len(self.stages)
 
 
+SWEEP_SOURCE = ("today's standard: a claim is robust when it holds under the choices its paper left open "
+                "(the chapter's sensitivity sweep); the papers ran one setting")
+"""The source of the sweep's robust precondition (:func:`swept`)."""
+
+
+def swept(claim: Claim, frame) -> Claim:
+    """``claim`` with its sensitivity sweep (a :meth:`Chapter.sweep_frame`, None: not run) in its
+    robust column.
+
+    Adds a robust precondition: every setting of the sweep judged (unmet when the profile runs
+    no sweep). The robust outcome is the run's own (``robust_holds`` or the criterion's), except
+    that a setting under which the claim does not hold makes it "does not hold": a claim that
+    holds under one choice the paper left open and fails under another is not robust. A code
+    check is returned unchanged. The sweep's one-line summary is appended to ``ours``.
+    """
+    if claim.kind is not Kind.CLAIM:
+        return claim
+    if frame is None:
+        gate = precondition("sweep", "the claim judged under every setting of its sensitivity sweep",
+                            "not run in this profile", False, column=Column.ROBUST, source=SWEEP_SOURCE)
+        return replace(claim, preconditions=(*claim.preconditions, gate))
+    others = list(frame["robust verdict"])[1:]  # the first row is the run's own setting
+    judged = [o for o in others if o != "not judged"]
+    gate = precondition("sweep", f"the claim judged under every setting of its sensitivity sweep ({len(others)})",
+                        f"{len(judged)} of {len(others)} judged", len(judged) == len(others),
+                        column=Column.ROBUST, source=SWEEP_SOURCE)
+    summary = depends_on(frame)
+    own = claim.criterion_holds if claim.robust_holds is SAME else claim.robust_holds
+    robust = {}
+    if own is True and "does not hold" in judged:
+        robust = {"robust_holds": False,
+                  "robust_ours": f"{claim.robust_ours or claim.ours}; does not hold under "
+                                 f"{', '.join(frame['setting'].iloc[1:][[o == 'does not hold' for o in others]])}"}
+    return replace(claim, ours=f"{claim.ours}; robustness: {summary}", preconditions=(*claim.preconditions, gate),
+                   **robust)
+
+
 def sized_to_judge(judge: bool) -> list[Precondition]:
     """The smoke gate: a run not sized to judge claims (`smoke`) judges none of them."""
     return [] if judge else [precondition("profile", "profile sized to judge the claims",
-                                          "no: sized to test the code", False)]
+                                          "no: sized to test the code", False,
+                                          source="the profile: `smoke` runs exercise the code on tiny sizes")]
 
 
 @dataclass(frozen=True)
@@ -523,7 +578,13 @@ class Chapter:
     # --- ledger -----------------------------------------------------------------------
 
     def judged_claims(self, results: RunResults) -> list[Claim]:
-        """The chapter's claims with the smoke gate and the robustness summaries applied."""
+        """The chapter's claims with the smoke gate and the robustness sweeps applied (:func:`swept`).
+
+        Raises:
+            ValueError: a claim's precondition gates the reproduced column (``column`` reproduced
+                or both) and cites no ``source``: that column is gated only by properties the
+                paper's own run is shown or stated to have, each citing where.
+        """
         claims = self.claims(results)
         if not isinstance(claims, list) or not all(isinstance(c, Claim) for c in claims):
             raise TypeError(f"{self.name}: claims(results) must return a list of symlib.book.results.Claim; "
@@ -536,10 +597,12 @@ class Chapter:
             if sweep.claim not in ids:
                 raise ValueError(f"{self.name}: robustness sweep of {sweep.claim!r}, which is not a claim ({', '.join(ids)})")
             frame = self.sweep_frame(sweep, results)
-            if frame is None:
-                continue
-            summary = depends_on(frame)
-            claims = [replace(c, ours=f"{c.ours}; robustness: {summary}") if c.id == sweep.claim else c for c in claims]
+            claims = [swept(c, frame) if c.id == sweep.claim else c for c in claims]
+        unsourced = [f"{c.id}: {p.name}" for c in claims if c.kind is Kind.CLAIM
+                     for p in c.preconditions if p.gates(Column.REPRODUCED) and not p.source]
+        if unsourced:
+            raise ValueError(f"{self.name}: a precondition of the reproduced column must cite where the paper's run is "
+                             f"shown or stated to have it (Precondition.source); none given for {', '.join(unsourced)}")
         return claims
 
     def errata_of(self, results: RunResults) -> tuple[Erratum, ...]:
@@ -558,9 +621,9 @@ class Chapter:
             return results.sweep_frames[sweep]
         rows = sweep.rows(results)
         frame = pd.DataFrame(rows) if len(rows) else None
-        if frame is not None and (missing := {"choice", "setting", "verdict"} - set(frame.columns)):
-            raise ValueError(f"{self.name}: sweep of {sweep.claim!r} must give rows with choice, setting and "
-                             f"verdict; missing {sorted(missing)}")
+        if frame is not None and (missing := {"choice", "setting", "verdict", "robust verdict"} - set(frame.columns)):
+            raise ValueError(f"{self.name}: sweep of {sweep.claim!r} must give rows with choice, setting, verdict "
+                             f"and robust verdict; missing {sorted(missing)}")
         results.sweep_frames[sweep] = frame
         return frame
 

@@ -9,7 +9,7 @@ from example_chapter import PROFILES
 
 from symlib.book import cache
 from symlib.book.chapter import Chapter, RunResults, Stage, Sweep, sized_to_judge
-from symlib.book.results import Claim, Kind
+from symlib.book.results import Claim, Column, Kind, precondition
 from symlib.book.streams import Stream
 from symlib.chapters.symmetries import CHAPTER as CH0
 
@@ -98,7 +98,8 @@ def test_claims_must_be_claims_and_the_smoke_gate_is_applied_once():
 
 def test_a_sweep_has_one_shape():
     bad = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", lambda r: [{"setting": "x", "outcome": "holds"}]),))
-    with pytest.raises(ValueError, match="choice, setting and verdict; missing \\['choice', 'verdict'\\]"):
+    with pytest.raises(ValueError, match="choice, setting, verdict and robust verdict; missing "
+                                         "\\['choice', 'robust verdict', 'verdict'\\]"):
         bad.judged_claims(RunResults({"summary": {"mean": 0.0}}, config=SMOKE))
 
 
@@ -107,6 +108,39 @@ def test_a_sweep_without_rows_is_not_run_in_that_profile():
     off = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", lambda r: []),))
     [claim] = off.judged_claims(results)
     assert "robustness" not in claim.ours and off.sweep_frame(off.sweeps[0], results) is None
+    # the robust column asks for the sweep: not judged there, the reproduced column unaffected
+    assert claim.holds is True and claim.robust is None
+    assert claim.column_verdict(Column.ROBUST) == ("not judged: the claim judged under every setting of its "
+                                                   "sensitivity sweep (measured not run in this profile)")
+
+
+def _swept_claim(rows, **fields):
+    """The example's claim judged with a sweep of ``rows`` (the first is the run's own)."""
+    chapter = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", lambda r: rows),))
+    [claim] = chapter.judged_claims(RunResults({"summary": {"mean": 0.01}}, config=PROFILES["quick"]))
+    return replace(claim, **fields) if fields else claim
+
+
+def _row(setting, verdict, robust=None):
+    return {"choice": "tolerance", "setting": setting, "verdict": verdict, "robust verdict": robust or verdict}
+
+
+def test_a_sweep_feeds_the_robust_column():
+    own = _row("0.5", "holds")
+    every = _swept_claim([own, _row("0.1", "holds"), _row("0.05", "holds")])
+    assert (every.holds, every.robust) == (True, True)
+    assert every.preconditions[-1].measured == "2 of 2 judged" and every.preconditions[-1].column is Column.ROBUST
+    # fails under one open choice: not robust; the reproduced column keeps the run's own verdict
+    flips = _swept_claim([own, _row("0.1", "holds"), _row("1e-09", "does not hold")])
+    assert (flips.holds, flips.robust) == (True, False)
+    assert flips.verdicts["robust"]["measured"].endswith("does not hold under 1e-09")
+    # a setting the robust column could not judge: not judged there, by how much
+    partly = _swept_claim([own, _row("0.1", "holds", robust="not judged"), _row("1e-09", "does not hold")])
+    assert partly.robust is None and partly.holds is True
+    assert "(measured 1 of 2 judged)" in partly.column_verdict(Column.ROBUST)
+    # the robust column judges its own outcome per setting, not the reproduced one
+    robust_only = _swept_claim([own, _row("0.1", "holds", robust="does not hold")])
+    assert (robust_only.holds, robust_only.robust) == (True, False)
 
 
 def test_the_runner_passes_needs_and_caches_each_stage(tmp_path, monkeypatch):
@@ -202,7 +236,7 @@ def test_a_sweeps_rows_are_computed_once_per_results():
 
     def rows(results):
         calls.append(1)
-        return [{"choice": "tolerance", "setting": "0.5", "verdict": "holds"}]
+        return [{"choice": "tolerance", "setting": "0.5", "verdict": "holds", "robust verdict": "holds"}]
 
     chapter = replace(EXAMPLE, sweeps=(Sweep("mean-near-zero", rows),))
     results = RunResults({"summary": {"mean": 0.01}}, config=PROFILES["quick"])
@@ -211,3 +245,17 @@ def test_a_sweeps_rows_are_computed_once_per_results():
     assert chapter.sweep_frame(chapter.sweeps[0], results) is first and calls == [1]
     chapter.judged_claims(replace(results, config=SMOKE))  # other results: judged again
     assert calls == [1, 1]
+
+
+def test_a_reproduced_precondition_must_cite_its_source():
+    results = RunResults({"summary": {"mean": 0.01}}, config=PROFILES["quick"])
+
+    def claims(source):
+        pre = (precondition("chains", "one chain, as the paper's", 1, True, column=Column.REPRODUCED, source=source),
+               precondition("rhat", "split R-hat <= 1.01", 1.2, False, column=Column.ROBUST))  # robust: no source needed
+        return lambda r: [Claim(id="c", text="t", paper="p", ours="o", holds=True, preconditions=pre)]
+
+    with pytest.raises(ValueError, match="must cite where the paper's run is shown or stated .* none given for c: chains"):
+        replace(EXAMPLE, claims=claims(""), sweeps=()).judged_claims(results)
+    [claim] = replace(EXAMPLE, claims=claims("Sec. 4"), sweeps=()).judged_claims(results)
+    assert (claim.holds, claim.robust) == (True, None)

@@ -49,7 +49,7 @@ def test_the_example_chapter_runs_through_the_pipeline(sandbox):
     [claim] = record["claims"]
     assert claim["verdict"].startswith("not judged: profile sized to judge the claims")  # the smoke gate
     assert claim["ours"].endswith("robustness: depends on tolerance; holds with 0.5")
-    assert record["robustness"]["mean-near-zero"]["columns"] == ["choice", "setting", "verdict"]
+    assert record["robustness"]["mean-near-zero"]["columns"] == ["choice", "setting", "verdict", "robust verdict"]
     nb = nbformat.read(sandbox / "executed" / "99_example.ipynb", as_version=4)
     glued = {o.metadata["scrapbook"]["name"] for c in nb.cells if c.cell_type == "code" for o in c.outputs
              if "scrapbook" in o.get("metadata", {})}

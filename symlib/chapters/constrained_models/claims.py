@@ -295,6 +295,7 @@ def robustness_rows(results: Mapping) -> dict[str, list[dict]]:
                 c = replace(c, preconditions=(*c.preconditions, *gate))
                 rows.setdefault(c.id, []).append({
                     "choice": choice, "setting": setting, "verdict": outcome(c.holds),
+                    "robust verdict": outcome(c.robust),
                     "failed preconditions": ", ".join(p.name for p in c.failed_preconditions) or "–",
                     "ours": c.ours})
 
