@@ -349,51 +349,16 @@ def section_ids(chapter: str, root: Path | None = None) -> dict[str, str]:
     return {h.strip(): make_id(h.strip()) for h in heads}
 
 
-def _unmet(claim: dict) -> str:
-    """The full run's unmet preconditions with their measured values (its own, not quick's)."""
-    unmet = [p for p in claim.get("preconditions") or [] if not p["met"]]
-    return "".join(f'<br><small class="symlib-unmet">✗ {html.escape(p["name"])}: '
-                   f'{html.escape(str(p["measured"]))}</small>' for p in unmet)
-
-
 def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
                   stale: list[str] | None = None, sections: dict[str, str] | None = None,
                   link_prefix: str = "") -> str:
-    """A chapter's claims as captioned HTML: symbol and colour per verdict, quick beside full."""
-    full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
-    stale_cls = " symlib-stale" if stale else ""
-    run = meta.get("profile", "this run")
-    cols = (["claim", f"{run}: reproduced", f"{run}: robust"] + (["full: reproduced", "full: robust"] if full_record else [])
-            + ["paper", "ours", "criterion", "preconditions"])
-    paper = ' class="symlib-paper"'
-    head = "".join(f'<th{paper if c == "paper" else ""}>{c}</th>' for c in cols)
-    rows = []
-    from symlib.book.results import _claim_verdict, _preconditions_text, robust_verdict
+    """A chapter's claims as captioned cards (:func:`symlib.book.cards.ledger_cards`): per claim
+    the paper's value, ours per tier, and both verdicts of this build and the published run."""
+    from symlib.book.cards import ledger_cards
 
-    for c in meta["claims"]:
-        kind = c.get("kind", "claim")
-        text = html.escape(c["text"]) + (' <em class="symlib-kind">(code check)</em>' if kind == "code check" else "")
-        section = (sections or {}).get(c["id"])
-        if section:
-            text = f'<a class="reference internal" href="{link_prefix}#{section}">{text}</a>'
-        cells = [text, status_badge(_claim_verdict(c), kind), status_badge(robust_verdict(c), kind)]
-        if full_record:
-            f = full_claims.get(c["id"])
-            cells.append(status_badge(_claim_verdict(f), kind) + _unmet(f) if f else status_badge("—"))
-            cells.append(status_badge(robust_verdict(f), kind) if f else status_badge("—"))
-        cells += [html.escape(c["paper"]), html.escape(c["ours"]), html.escape(c.get("criterion") or ""),
-                  html.escape(_preconditions_text(c))]
-        tds = "".join(f'<td class="symlib-paper">{x}</td>' if col == "paper" else
-                      (f'<td class="symlib-full{stale_cls}">{x}</td>' if col.startswith("full") else f"<td>{x}</td>")
-                      for col, x in zip(cols, cells, strict=True))
-        row_id = "" if link_prefix else f' id="claim-{html.escape(c["id"])}"'  # unique on a chapter page
-        rows.append(f"<tr{row_id}>{tds}</tr>")
-    caption = ("Claims ledger: each claim's criterion and preconditions, fixed before the run, and its two verdicts: "
-               "reproduced (the paper's own protocol) and robust (today's standard)")
-    note = f'<p class="symlib-tier-note">{provenance_line(full_record, stale or [])}</p>' if full_record else ""
-    return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table symlib-ledger">'
-            f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span></caption>'
-            f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{note}</div>')
+    note = provenance_line(full_record, stale or []) if full_record else ""
+    return ledger_cards(meta, label=label, anchor=anchor, full_record=full_record, stale=stale, sections=sections,
+                        link_prefix=link_prefix, note=note)
 
 
 def _figures_html(chapter: str, record: dict, stale: list[str]) -> str:

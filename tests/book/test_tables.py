@@ -128,7 +128,9 @@ def test_ledger_names_the_full_runs_own_unmet_preconditions(run, publish_fake):
     run.results.add_claim("c", "a claim", "yes", "it does", True, criterion="x")
     out = tables.render_ledger(run.results.to_dict(), label="Table 1.3", anchor="table-1-3",
                                full_record=published.load(CHAPTER), stale=[])
-    assert "✗ accuracy: 0.627" in out and "splits: 8" not in out
+    # the full run's own reason, in one sentence; every precondition one click away
+    assert "reached 0.627; judging needs median accuracy &gt;= 0.858" in out
+    assert "<details><summary>Preconditions</summary>" in out and "✓ enough splits: 8" in out
 
 
 def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
@@ -191,8 +193,9 @@ def test_the_ledger_shows_both_verdicts_and_marks_each_preconditions_column():
     claim = Claim("c", "a claim", "p", "o", holds=True, criterion="x > 1", preconditions=(rhat, accept)).to_dict()
     old = {k: v for k, v in claim.items() if k != "verdicts"}  # a results file from before the two columns
     html_out = tables.render_ledger({"profile": "quick", "claims": [claim]}, label="Table 1.1", anchor="t")
-    assert "<th>quick: reproduced</th><th>quick: robust</th>" in html_out
-    assert "✓ holds" in html_out and "not judged: split R-hat &lt;= 1.01 (4 chains)" in html_out
-    assert "[robust only]" in html_out and "[reproduced only] [authors&#x27; hmc.py]" in html_out
+    assert "<th>reproduced</th><th>robust</th>" in html_out and ">quick (this build)</th>" in html_out
+    assert "✓ holds" in html_out and "○ not judged" in html_out
+    assert "reached 1.3; judging needs split R-hat &lt;= 1.01 (4 chains)" in html_out
+    assert "(robust column)" in html_out and "(reproduced column; source: authors&#x27; hmc.py)" in html_out
     old_html = tables.render_ledger({"profile": "quick", "claims": [old]}, label="T", anchor="t")
     assert old_html.count(tables.status_badge("—")) == 1  # no robust verdict recorded: a dash

@@ -93,7 +93,7 @@ def test_claims_ledger(results):
 def test_robustness_tables_cover_every_claim_with_an_open_choice(results):
     robust = {s.claim: CHAPTER.sweep_frame(s, results) for s in CHAPTER.sweeps}
     assert set(robust) == CLAIM_IDS - {"permutation-copies-removed"}
-    assert all(list(f.columns) == ["choice", "setting", "verdict", "failed preconditions", "ours"]
+    assert all(list(f.columns) == ["choice", "setting", "verdict", "robust verdict", "failed preconditions", "ours"]
                for f in robust.values())
     hyper = robust["hyperbola-removed"]
     assert list(hyper["setting"]) == ["as in this run", "2"]      # smoke: one other prior scale

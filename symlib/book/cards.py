@@ -1,0 +1,128 @@
+"""The claims ledger as cards: one card per claim, narrow enough for the text column and a phone.
+
+A card says, for one claim: the claim in words (linked to the section that measures it), the
+paper's value, ours per tier (this build, and the published `full` run when there is one), the
+criterion, and a small grid of verdicts (one row per tier, one column per verdict column:
+reproduced and robust). A column that does not judge the claim says why in one plain sentence
+("not judged: the networks reached 0.627; judging this needs median accuracy >= 0.858"); every
+precondition, with its column and source, is one click away in a ``<details>`` box.
+
+Rendering only (:data:`symlib.book.provenance.RENDERING_ONLY`): nothing here changes a number or
+a verdict.
+"""
+
+from __future__ import annotations
+
+import html
+
+from symlib.book.results import outcome
+
+__all__ = ["claim_card", "ledger_cards", "not_judged_sentence", "tier_verdict"]
+
+_COLUMNS = ("reproduced", "robust")
+_MARK = {"both": "both columns", "reproduced": "reproduced column", "robust": "robust column"}
+
+
+def tier_verdict(claim: dict | None, column: str) -> tuple[str, list[dict]]:
+    """``(outcome, failed preconditions)`` of a stored claim in ``column``: ``holds`` / ``does
+    not hold`` / ``not judged``, or ``—`` where the record has no such claim or (an old record)
+    no robust verdict."""
+    if claim is None:
+        return "—", []
+    verdicts = claim.get("verdicts") or {}
+    if column in verdicts:
+        v = verdicts[column]
+        return outcome(v["holds"]), [p for p in v["preconditions"] if not p["met"]]
+    if column == "reproduced":  # a record from before the two columns: its one verdict
+        return outcome(claim["holds"]), [p for p in claim.get("preconditions") or [] if not p["met"]]
+    return "—", []
+
+
+def not_judged_sentence(failed: list[dict]) -> str:
+    """One plain sentence: what the run reached against what judging needs (first failed
+    precondition; the others counted)."""
+    if not failed:
+        return "no precondition recorded as failed"
+    first = failed[0]
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return f"reached {first['measured']}; judging needs {first['criterion']}{more}"
+
+
+def _badge(verdict: str, kind: str) -> str:
+    from symlib.book.tables import status_badge
+
+    return status_badge(verdict, kind)
+
+
+def _cell(claim: dict | None, column: str, kind: str) -> str:
+    verdict, failed = tier_verdict(claim, column)
+    badge = _badge(verdict, kind)
+    if verdict == "not judged":
+        badge += f'<span class="symlib-why">{html.escape(not_judged_sentence(failed))}</span>'
+    return badge
+
+
+def _preconditions(claim: dict | None, tier: str) -> str:
+    pre = (claim or {}).get("preconditions") or []
+    if not pre:
+        return ""
+    items = "".join(
+        f'<li>{"✓" if p["met"] else "✗"} {html.escape(p["criterion"])}: {html.escape(str(p["measured"]))} '
+        f'<span class="symlib-column">({_MARK[p.get("column", "both")]}'
+        + (f"; source: {html.escape(p['source'])}" if p.get("source") else "") + ")</span></li>"
+        for p in pre)
+    met = sum(p["met"] for p in pre)
+    return f"<p>{html.escape(tier)}: {met} of {len(pre)} met</p><ul>{items}</ul>"
+
+
+def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", anchor: str = "",
+               stale_tiers: tuple[str, ...] = ()) -> str:
+    """One claim's card. ``tiers``: tier name -> that tier's stored version of the claim (None:
+    the tier's record lacks it), the first being the claim itself (this build)."""
+    kind = claim.get("kind", "claim")
+    title = html.escape(claim["text"])
+    if href:
+        title = f'<a class="reference internal" href="{href}">{title}</a>'
+    if kind == "code check":
+        title += ' <em class="symlib-kind">(code check: holds by construction, not counted)</em>'
+    rows = "".join(
+        f'<tr{" class=" + chr(34) + "symlib-stale" + chr(34) if tier in stale_tiers else ""}><th scope="row">'
+        f"{html.escape(tier)}</th>" + "".join(f"<td>{_cell(c, col, kind)}</td>" for col in _COLUMNS) + "</tr>"
+        for tier, c in tiers.items())
+    grid = (f'<table class="symlib-verdicts"><thead><tr><th></th><th>reproduced</th><th>robust</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
+    facts = [("paper", html.escape(claim["paper"]), ' class="symlib-paper"')]
+    for tier, c in tiers.items():
+        if c is not None:
+            facts.append((f"ours ({tier})", html.escape(c["ours"]), ""))
+    if claim.get("criterion"):
+        facts.append(("criterion", html.escape(claim["criterion"]), ""))
+    dl = "".join(f"<dt>{name}</dt><dd{cls}>{value}</dd>" for name, value, cls in facts)
+    details = "".join(_preconditions(c, tier) for tier, c in tiers.items())
+    more = f"<details><summary>Preconditions</summary>{details}</details>" if details else ""
+    ident = f' id="{html.escape(anchor)}"' if anchor else ""
+    return (f'<div class="symlib-claim-card"{ident}><p class="symlib-claim">{title}</p>{grid}'
+            f'<dl class="symlib-facts">{dl}</dl>{more}</div>')
+
+
+def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
+                 stale: list[str] | None = None, sections: dict[str, str] | None = None,
+                 link_prefix: str = "", note: str = "") -> str:
+    """A chapter's claims as captioned cards: this build's verdicts beside the published run's."""
+    full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
+    run = meta.get("profile", "this run")
+    full_tier = "full (published)"
+    cards = []
+    for c in meta["claims"]:
+        tiers = {f"{run} (this build)": c}
+        if full_record is not None:
+            tiers[full_tier] = full_claims.get(c["id"])
+        section = (sections or {}).get(c["id"])
+        href = f"{link_prefix}#{section}" if section else ""
+        cards.append(claim_card(c, tiers=tiers, href=href, anchor="" if link_prefix else f"claim-{c['id']}",
+                                stale_tiers=(full_tier,) if stale else ()))
+    caption = ("Claims ledger: each claim's criterion and preconditions, fixed before the run, and its two verdicts: "
+               "reproduced (the paper's own protocol) and robust (today's standard)")
+    tail = f'<p class="symlib-tier-note">{note}</p>' if note else ""
+    return (f'<div class="symlib-ledger-cards" id="{anchor}"><p class="symlib-caption"><span class="caption-number">'
+            f'{html.escape(label)} </span><span class="caption-text">{caption}</span></p>{"".join(cards)}{tail}</div>')

@@ -1,0 +1,37 @@
+"""The claims ledger's cards (symlib.book.cards)."""
+
+from symlib.book import cards
+from symlib.book.results import Claim, Kind, precondition
+
+
+def _claim(**fields):
+    acc = precondition("accuracy", "median accuracy >= 0.858", 0.627, False, source="Table 1")
+    rhat = precondition("rhat", "split R-hat <= 1.01", 1.4, False, column="robust")
+    base = {"id": "c", "text": "networks agree", "paper": "95.3 %", "ours": "62.7 %", "holds": True,
+            "criterion": "x", "preconditions": (acc, rhat)}
+    return Claim(**{**base, **fields}).to_dict()
+
+
+def test_not_judged_in_one_sentence_with_the_value_reached_and_the_bar():
+    verdict, failed = cards.tier_verdict(_claim(), "robust")
+    assert verdict == "not judged" and [p["name"] for p in failed] == ["accuracy", "rhat"]
+    assert cards.not_judged_sentence(failed) == "reached 0.627; judging needs median accuracy >= 0.858 (and 1 more)"
+    assert cards.tier_verdict(None, "reproduced") == ("—", [])
+
+
+def test_a_card_per_tier_and_column():
+    full = _claim(preconditions=())
+    out = cards.claim_card(_claim(), tiers={"quick (this build)": _claim(), "full (published)": full},
+                           href="#sec", anchor="claim-c", stale_tiers=("full (published)",))
+    assert out.count("○ not judged") == 2 and out.count("✓ holds") == 2  # quick: neither; full: both hold
+    assert '<dt>ours (quick (this build))</dt><dd>62.7 %</dd>' in out and 'class="symlib-paper">95.3 %' in out
+    assert '<tr class="symlib-stale"><th scope="row">full (published)</th>' in out
+    assert '<a class="reference internal" href="#sec">networks agree</a>' in out and 'id="claim-c"' in out
+    missing = cards.claim_card(_claim(), tiers={"quick (this build)": _claim(), "full (published)": None})
+    assert missing.count("· —") == 2  # the published run lacks the claim
+
+
+def test_a_code_check_says_so():
+    check = Claim(id="k", text="a theorem", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK).to_dict()
+    out = cards.claim_card(check, tiers={"quick": check})
+    assert "⚙ holds" in out and "code check: holds by construction, not counted" in out
