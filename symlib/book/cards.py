@@ -17,7 +17,7 @@ import html
 
 from symlib.book.results import outcome
 
-__all__ = ["claim_card", "ledger_cards", "not_judged_sentence", "tier_verdict"]
+__all__ = ["claim_card", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
 
 _COLUMNS = ("reproduced", "robust")
 _MARK = {"both": "both columns", "reproduced": "reproduced column", "robust": "robust column"}
@@ -126,3 +126,33 @@ def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | Non
     tail = f'<p class="symlib-tier-note">{note}</p>' if note else ""
     return (f'<div class="symlib-ledger-cards" id="{anchor}"><p class="symlib-caption"><span class="caption-number">'
             f'{html.escape(label)} </span><span class="caption-text">{caption}</span></p>{"".join(cards)}{tail}</div>')
+
+
+def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None, provenance: str = "") -> str:
+    """The box that opens a chapter: does each claim reproduce, in the published `full` run?
+
+    One line per claim (code checks left out): its reproduced and robust verdicts and the claim,
+    linked to its card in the chapter's ledger (``#claim-<id>``); above them the counts and
+    ``provenance`` (HTML, :func:`symlib.book.tables.provenance_line`). Without a published run,
+    says so.
+    """
+    if record is None:
+        return ('<div class="symlib-glance"><p><strong>Does it reproduce?</strong> No full run of this chapter is '
+                "published yet: the verdicts below are this build's only.</p></div>")
+    claims = [c for c in record.get("claims", []) if c.get("kind", "claim") == "claim"]
+    counts = []
+    for column in _COLUMNS:
+        got = [tier_verdict(c, column)[0] for c in claims]
+        parts = [f"{got.count(o)} {o}" for o in ("holds", "does not hold", "not judged") if got.count(o)]
+        if got.count("—"):
+            parts.append(f"{got.count('—')} not recorded")
+        counts.append(f"{column}: {', '.join(parts) or 'no claims'}")
+    lines = "".join(
+        f'<li>{_badge(tier_verdict(c, "reproduced")[0], "claim")} {_badge(tier_verdict(c, "robust")[0], "claim")} '
+        f'<a class="reference internal" href="#claim-{html.escape(c["id"])}">{html.escape(c["text"])}</a></li>'
+        for c in claims)
+    stale_note = " (computed by an older version of the code or profile)" if stale else ""
+    prov = f' <span class="symlib-tier-note">{provenance}</span>' if provenance else ""  # HTML already
+    return (f'<div class="symlib-glance"><p><strong>Does it reproduce?</strong> In the published full run'
+            f'{stale_note}, {len(claims)} claims: {"; ".join(counts)}. Each line: reproduced (the paper\'s own '
+            f"protocol), robust (today's standard), the claim.{prov}</p><ul>{lines}</ul></div>")

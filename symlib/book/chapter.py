@@ -551,6 +551,17 @@ class Chapter:
 
         return runtime.start(self.name, self.profiles, profile=profile, seed=seed, device=device)
 
+    def glance(self, run):
+        """The box that opens the chapter's page: each claim's two verdicts in the published
+        `full` run (:func:`symlib.book.cards.glance`), linked to its card in the ledger."""
+        from IPython.display import HTML
+
+        from symlib.book import cards, tables
+
+        record, stale = tables.published_tier(self.name, run.config)
+        line = tables.provenance_line(record, stale) if record is not None else ""
+        return HTML(cards.glance(self.name, record, stale=stale, provenance=line))
+
     def compute(self, run) -> RunResults:
         """:meth:`run_stages` with a notebook run's profile, seed and device."""
         return self.run_stages(run.config, seed=run.seed, device=run.device)

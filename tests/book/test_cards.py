@@ -35,3 +35,14 @@ def test_a_code_check_says_so():
     check = Claim(id="k", text="a theorem", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK).to_dict()
     out = cards.claim_card(check, tiers={"quick": check})
     assert "⚙ holds" in out and "code check: holds by construction, not counted" in out
+
+
+def test_the_glance_box_counts_both_columns_and_links_each_claim():
+    check = Claim(id="k", text="a theorem", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK).to_dict()
+    held = _claim(id="h", text="held", preconditions=())
+    old = {k: v for k, v in _claim(id="o", text="old", preconditions=()).items() if k != "verdicts"}
+    out = cards.glance("01_x", {"claims": [_claim(), held, old, check]}, provenance="full = <code>x</code>")
+    assert "3 claims: reproduced: 2 holds, 1 not judged; robust: 1 holds, 1 not judged, 1 not recorded" in out
+    assert '<a class="reference internal" href="#claim-h">held</a>' in out and "a theorem" not in out
+    assert "<code>x</code>" in out
+    assert "No full run of this chapter is published yet" in cards.glance("01_x", None)
