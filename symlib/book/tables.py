@@ -446,19 +446,23 @@ def older_code_note(meta: dict) -> str:
 
 def full_run_unmet(chapter: str) -> str:
     """Markdown: which preconditions the published `full` run of ``chapter`` did not meet, with
-    the values it measured and the claims they withhold ("" when none or no run is published)."""
+    the values it measured, the verdict column each gates and the claims it withholds there ("" when
+    no run is published)."""
     record = published.load(chapter)
     if record is None:
         return ""
-    unmet: dict[tuple[str, str], list[str]] = {}
+    where = {"both": "in both columns", "reproduced": "in the reproduced column", "robust": "in the robust column"}
+    unmet: dict[tuple[str, str, str], list[str]] = {}
     for claim in record.get("claims", []):
         for pre in claim.get("preconditions") or []:
             if not pre["met"]:
-                unmet.setdefault((pre["criterion"], str(pre["measured"])), []).append(claim["id"])
+                column = pre.get("column", "both")
+                unmet.setdefault((pre["criterion"], str(pre["measured"]), column), []).append(claim["id"])
     if not unmet:
         return f"*Every precondition of the published `{published.TIER}` run was met.*"
-    lines = [f"- {criterion}: measured **{measured}**, so not judged: {', '.join(f'`{c}`' for c in ids)}"
-             for (criterion, measured), ids in unmet.items()]
+    lines = [f"- {criterion}: measured **{measured}**, so not judged {where[column]}: "
+             f"{', '.join(f'`{c}`' for c in dict.fromkeys(ids))}"
+             for (criterion, measured, column), ids in unmet.items()]
     device = (record.get("computed") or {}).get("device") or record.get("device")
     return (f"In the published `{published.TIER}` run ({device}), these preconditions "
             "were not met:\n\n" + "\n".join(lines))
