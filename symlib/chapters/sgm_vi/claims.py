@@ -5,18 +5,28 @@ fixed here before any run (never tuned to a result). A claim whose precondition 
 judged" (:class:`symlib.book.results.Claim`); the smoke gate is the chapter's ``judge_field``.
 Entries that hold by construction of the method (Theorem 4.1's gap, the O(K) cost) are code
 checks, never counted as reproduced claims.
+
+Every claim is judged twice with one criterion (:class:`symlib.book.results.Column`). The
+*reproduced* column is gated only by what the paper's own run is stated to have (each citing
+where, :data:`SOURCES`): Figure 3's fits converged (App. A: "empirically observing convergence of
+the loss"), MNIST networks near Table 1's MFVI accuracy, and our paired differences resolving an
+effect of the paper's size; its budget is stated against the paper's (``budget``, always met: a
+smaller budget is stated, not a block), and the verdict is given at that budget. The paper
+trained the two-parameter BNN and MNIST for a fixed 10 epochs and reports no convergence, so the
+1 % plateau of their ELBOs gates the *robust* column only.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from symlib.book.preconditions import accuracy_reached, plateaued
-from symlib.book.results import Claim, Erratum, Kind, Precondition, precondition
+from symlib.book.results import Claim, Column, Erratum, Kind, Precondition, precondition
 from symlib.chapters.sgm_vi.paper import table1_accuracy, toy_lg_gain, toy_mse_gain
 from symlib.chapters.sgm_vi.stages_geometry import proximity_table, threshold_table
 from symlib.chapters.sgm_vi.stages_mnist import cell, cost_slopes, mnist_gains, mnist_identical
@@ -29,7 +39,12 @@ __all__ = [
     "CLAIM_PARTS",
     "COST_R2_MIN",
     "ERRATA",
+    "FIXED_BUDGET",
+    "PAPER_INTERP",
+    "PAPER_MNIST",
+    "PAPER_TOY",
     "SECTIONS",
+    "SOURCES",
     "Z_SIGNIFICANT",
     "claims",
     "resolves",
@@ -46,6 +61,38 @@ Z_SIGNIFICANT = 2.0
 """A paired mean difference counts as significant at 2 standard errors (about p < 0.05)."""
 COST_R2_MIN = 0.9
 """Smallest R^2 of the straight-line fit of ms per step against K for "cost O(K)"."""
+
+PAPER_INTERP = {"steps": 3000, "samples": 5000, "grid": 100}
+"""Figure 3's fits in the paper: 3,000 Adam steps of 5,000 Monte Carlo draws (App. A); the
+authors' notebook: a in linspace(0, 10, 100)."""
+PAPER_TOY = {"epochs": 10, "seeds": 10, "batch": 10}
+"""The two-parameter BNN in the paper: 10 epochs of batches of 10, 10 seeds (Sec. 5, Tables 2-3)."""
+PAPER_MNIST = {"epochs": 10, "seeds": 10, "batch": 100, "n_train": 60_000}
+"""MNIST in the paper: 10 epochs of batches of 100 on the 60,000 training digits, 10 seeds
+(Sec. 5, Table 1)."""
+
+SOURCES = {
+    "interp": "Gelberg et al. 2024, App. A: reverse KL minimised with 5,000 Monte Carlo draws, 3,000 steps "
+              "at lr 1e-2, 'empirically observing convergence of the loss'; the authors' notebook: a in "
+              "linspace(0, 10, 100) (papers/NOTES.md, 002)",
+    "toy": "Gelberg et al. 2024, Sec. 5 ('Tractable posterior neural networks'): batches of 10, lr 5e-3, "
+           "'results are collected after 10 epochs'; Tables 2 and 3 over 10 seeds (papers/NOTES.md, 002)",
+    "mnist": "Gelberg et al. 2024, Sec. 5 ('MNIST classifiers'): 10 epochs, batch 100, lr 1e-3 on MNIST's "
+             "60,000 training digits; Table 1, mean ± sd over 10 seeds (papers/NOTES.md, 002)",
+    "table1": "Gelberg et al. 2024, Table 1: MFVI test accuracy of the paper's run on full MNIST (60,000 "
+              "training and 10,000 test digits), mean over 10 seeds",
+    "table1_gain": "Gelberg et al. 2024, Table 1: the paper's SGM - MFVI accuracy gains (differences of its "
+                   "means over 10 seeds)",
+    "table2": "Gelberg et al. 2024, Table 2: the paper's MFVI - SGM test MSE (differences of its means over "
+              "10 seeds)",
+    "table3": "Gelberg et al. 2024, Table 3: the paper's L^G(SGM) - L^G(MFVI) (differences of its means over "
+              "10 seeds)",
+}
+"""Where the paper states what gates the reproduced column (table, section, appendix)."""
+FIXED_BUDGET = ("today's standard (an optimisation judged once it has levelled off); the paper trained a fixed "
+                "budget and reports no convergence: Gelberg et al. 2024, Sec. 5")
+"""The robust column's plateau preconditions of the toy and MNIST: why they do not gate the
+reproduced column."""
 
 CLAIM_PARTS = {
     "mean-seeking-threshold": "interp", "equivalent-modes-closer": "prox",
@@ -79,25 +126,91 @@ ERRATA = (
 """Typos and inconsistencies of the paper that the chapter corrects (not claims)."""
 
 
-def resolves(effect: float, se: float, *, what: str) -> Precondition:
+def resolves(effect: float, se: float, *, what: str, source: str = "") -> Precondition:
     """Whether this run could detect the paper's effect: ``2 se < |effect|``.
 
     A chapter precondition beside :func:`symlib.book.preconditions.test_can_reach`: that one asks
     whether a rank test can reach p < 0.05 at all, which a paired mean difference with ``n >= 2``
     always can; what limits this chapter is resolution. A paired difference is judged at
     :data:`Z_SIGNIFICANT` standard errors, so an effect of the paper's size would be detectable
-    only if it exceeds 2 se.
+    only if it exceeds 2 se. It gates both columns: without it neither can tell the paper's
+    effect from none; ``source`` cites the table the paper's effect is read from.
     """
     ok = bool(np.isfinite(se) and Z_SIGNIFICANT * se < abs(effect))
     return precondition("resolution", f"2 se of {what} < the paper's effect {abs(effect):.3g}",
-                        float(Z_SIGNIFICANT * se), ok)
+                        float(Z_SIGNIFICANT * se), ok, source=source)
 
 
-def claims(results: Mapping) -> list[Claim]:
+def claims(results: Mapping, config=None) -> list[Claim]:
     """The claims ledger from the stages ``interp``, ``prox``, ``toy``, ``mnist`` and ``cost``:
-    each claim with its criterion, preconditions, our measurement and verdict."""
-    return [*_interp_claims(results["interp"]), *_prox_claims(results["prox"]), *_toy_claims(results["toy"]),
-            *_mnist_claims(results["mnist"]), *_cost_claims(results["cost"])]
+    each claim with its criterion, preconditions, our measurement and verdict.
+
+    ``config`` (default ``results.config``, where the results carry their profile) states the
+    budget of the run against the paper's in the reproduced column's ``budget`` preconditions;
+    without it, the budget is read off the results where they record it.
+    """
+    config = config if config is not None else getattr(results, "config", None)
+    return [*_interp_claims(results["interp"], config), *_prox_claims(results["prox"]),
+            *_toy_claims(results["toy"], config), *_mnist_claims(results["mnist"], config),
+            *_cost_claims(results["cost"])]
+
+
+def _budget(criterion: str, measured: str, source: str) -> Precondition:
+    """The run's budget stated against the paper's: the reproduced column's, always met (a smaller
+    budget is stated, never a block; the verdict is given at this budget)."""
+    return precondition("budget", f"{criterion}; the verdict is given at this budget", measured, True,
+                        column=Column.REPRODUCED, source=source)
+
+
+def _of(ours, paper: int, what: str) -> str:
+    return f"{ours:,} of the paper's {paper:,} {what}" if ours is not None else f"? of the paper's {paper:,} {what}"
+
+
+def _interp_budget(interp: dict, config) -> Precondition:
+    steps = getattr(config, "interp_steps", None)
+    if steps is None and interp["dims"] and "loss_curve" in interp[interp["dims"][0]]:
+        steps = len(interp[interp["dims"][0]]["loss_curve"])
+    samples = getattr(config, "interp_samples", None)
+    return _budget("Figure 3's fits stated against the paper's (3,000 Adam steps of 5,000 Monte Carlo draws; "
+                   "100 values of a in the authors' notebook)",
+                   f"{_of(steps, PAPER_INTERP['steps'], 'steps')}, {_of(samples, PAPER_INTERP['samples'], 'draws')}"
+                   f" per step, {_of(len(interp['a_over_sd']), PAPER_INTERP['grid'], 'values of a/s')}",
+                   SOURCES["interp"])
+
+
+def _toy_budget(toy: dict, config) -> Precondition:
+    curve = toy["MFVI"].get("objective_curve")
+    epochs = getattr(config, "toy_epochs", None) or (np.shape(curve)[-1] if curve is not None else None)
+    seeds = int(np.shape(toy["MFVI"]["mse"])[-1])
+    batch = getattr(config, "toy_batch_size", None)
+    return _budget("the two-parameter BNN's training stated against the paper's (10 epochs of batches of 10, "
+                   "10 seeds)",
+                   f"{_of(epochs, PAPER_TOY['epochs'], 'epochs')}"
+                   + (f" of batches of {batch}" if batch else "") + f", {_of(seeds, PAPER_TOY['seeds'], 'seeds')}",
+                   SOURCES["toy"])
+
+
+def _mnist_budget(mnist: dict, config) -> Precondition:
+    first = mnist["cells"][0]
+    curve = first.get("objective_curve")
+    epochs = getattr(config, "mnist_epochs", None) or (np.shape(curve)[-1] if curve is not None else None)
+    batch = getattr(config, "mnist_batch_size", None) or PAPER_MNIST["batch"]
+    seeds = len(first["accuracy"])
+    n = mnist.get("n_train")
+    data = (f"MNIST on the {n:,} shipped training digits" if n is not None and n < PAPER_MNIST["n_train"]
+            else f"MNIST on {n:,} training digits" if n is not None else "MNIST")
+    paper_steps = PAPER_MNIST["epochs"] * math.ceil(PAPER_MNIST["n_train"] / PAPER_MNIST["batch"])
+    steps = (f" ({epochs * math.ceil(n / batch):,} of the paper's {paper_steps:,} steps of {batch})"
+             if n is not None and epochs is not None else "")
+    return _budget("MNIST training stated against the paper's (10 epochs of batches of 100 on 60,000 digits, "
+                   "10 seeds)",
+                   f"{data}, {_of(epochs, PAPER_MNIST['epochs'], 'epochs')}{steps}, "
+                   f"{_of(seeds, PAPER_MNIST['seeds'], 'seeds')}", SOURCES["mnist"])
+
+
+def _robust_plateau(p: Precondition) -> Precondition:
+    """A plateau the paper never reported (a fixed budget): the robust column's gate only."""
+    return replace(p, column=Column.ROBUST, source=FIXED_BUDGET)
 
 
 def _claim(id, text, paper, ours, holds, criterion, preconditions=(), kind=Kind.CLAIM) -> Claim:
@@ -105,8 +218,9 @@ def _claim(id, text, paper, ours, holds, criterion, preconditions=(), kind=Kind.
                  criterion=criterion, preconditions=tuple(preconditions), kind=Kind(kind))
 
 
-def _interp_claims(interp: dict) -> list[Claim]:
-    """Figure 3: mean-seeking below a*, a* proportional to s, a* ≈ 5 s."""
+def _interp_claims(interp: dict, config=None) -> list[Claim]:
+    """Figure 3: mean-seeking below a*, a* proportional to s, a* ≈ 5 s. The fits' convergence
+    gates both columns: the paper states it for its own fits (App. A)."""
     band = interp.get("band", 0.25)
     t = threshold_table(interp)
     grid = interp["a_over_sd"]
@@ -135,8 +249,9 @@ def _interp_claims(interp: dict) -> list[Claim]:
         f"every fit below a* within |ratio - 1/2| <= {band:g}; a*/s varies by at most "
         f"×{A_STAR_SPREAD_MAX:g} over (s, D); and for every (s, D) the crossing, somewhere in "
         f"(a*/s - grid step, a*/s], can lie in [{lo:g}, {hi:g}] (5 s ± {A_STAR_TOLERANCE:.0%})",
-        [plateaued(interp[d]["loss_curve"], what=f"mean reverse KL of the fits, D = {d}")
-         for d in interp["dims"] if "loss_curve" in interp[d]],
+        [_interp_budget(interp, config),
+         *(replace(plateaued(interp[d]["loss_curve"], what=f"mean reverse KL of the fits, D = {d}"),
+                   source=SOURCES["interp"]) for d in interp["dims"] if "loss_curve" in interp[d])],
     )]
 
 
@@ -170,10 +285,12 @@ def toy_plateaus(toy: dict) -> dict[str, Precondition]:
     return {m: plateaued(c, what=f"{m} per-point ELBO (mean over a and seeds, per epoch)") for m, c in fits.items()}
 
 
-def _toy_claims(toy: dict) -> list[Claim]:
-    """The two-parameter BNN (Figure 4, Tables 2 and 3)."""
+def _toy_claims(toy: dict, config=None) -> list[Claim]:
+    """The two-parameter BNN (Figure 4, Tables 2 and 3). The paper collected its results after a
+    fixed 10 epochs, so the ELBO's plateau gates the robust column only."""
     key = sgm_key(toy)
-    plateau = toy_plateaus(toy)
+    plateau = {m: _robust_plateau(p) for m, p in toy_plateaus(toy).items()}
+    budget = _toy_budget(toy, config)
     between = toy_fits_between_modes(toy, "MFVI")
     out = [_claim(
         "toy-mfvi-interpolates",
@@ -184,21 +301,21 @@ def _toy_claims(toy: dict) -> list[Claim]:
         between.mean() > 0.5,
         "more than half of the MFVI fits (over a and seeds) have their mean nearer the midpoint "
         "than either mode",
-        [plateau["MFVI"]] if "MFVI" in plateau else [],
+        [budget, *([plateau["MFVI"]] if "MFVI" in plateau else [])],
     )]
     paper_d_mse = np.array([toy_mse_gain(a) for a in toy["a"]])
     paper_d_lg = np.array([toy_lg_gain(a) for a in toy["a"]], dtype=float)
     d_lg = toy[key]["L_G"] - toy["MFVI"]["L_G"]                 # (A, R), paired by seed
     d_mse = toy["MFVI"]["mse"] - toy[key]["mse"]
     n = d_lg.shape[1]
-    for id, text, paper, label, diff, paper_diff in (
+    for id, text, paper, label, diff, paper_diff, table in (
         ("toy-symmetrised-elbo",
          "On the two-parameter BNN, SGM reaches a higher symmetrised ELBO L^G than MFVI",
          "Table 3: L^G(SGM) > L^G(MFVI) at every a (by 0.005 to 0.012, normalised)",
-         "L^G(SGM) - L^G(MFVI) per data point", d_lg, paper_d_lg),
+         "L^G(SGM) - L^G(MFVI) per data point", d_lg, paper_d_lg, "table3"),
         ("toy-test-mse", "On the two-parameter BNN, SGM has a lower test MSE than MFVI",
          "Table 2: 0.09-0.12 (SGM) vs 0.11-0.18 (MFVI), i.e. lower by 0.02-0.06",
-         "MSE(MFVI) - MSE(SGM)", d_mse, paper_d_mse),
+         "MSE(MFVI) - MSE(SGM)", d_mse, paper_d_mse, "table2"),
     ):
         mean, se = diff.mean(1), diff.std(1, ddof=1) / math.sqrt(n)
         pooled_se = math.sqrt(float(np.sum(se**2)))
@@ -210,8 +327,8 @@ def _toy_claims(toy: dict) -> list[Claim]:
             bool(z > Z_SIGNIFICANT and not np.any(mean < -Z_SIGNIFICANT * se)),
             f"SGM's advantage, summed over a and paired by seed, above {Z_SIGNIFICANT:g} pooled "
             f"standard errors, and SGM not worse by {Z_SIGNIFICANT:g} se at any a",
-            [*plateau.values(), resolves(float(paper_diff.sum()), pooled_se,
-                                         what=f"{label}, summed over a")],
+            [budget, *plateau.values(), resolves(float(paper_diff.sum()), pooled_se,
+                                                 what=f"{label}, summed over a", source=SOURCES[table])],
         ))
     gaps = np.concatenate([toy[m]["L_G"] - toy[m]["L_VI"] for m in ("MFVI", key)], None)
     bound = math.log(2) / toy["x"]["train"].shape[-2]
@@ -229,17 +346,27 @@ def _toy_claims(toy: dict) -> list[Claim]:
     return out
 
 
-def _mnist_claims(mnist: dict) -> list[Claim]:
-    """MNIST (Table 1): SGM's gain over MFVI, and its growth with width."""
+def _mnist_claims(mnist: dict, config=None) -> list[Claim]:
+    """MNIST (Table 1): SGM's gain over MFVI, and its growth with width.
+
+    Table 1's MFVI accuracy gates both columns (the paper's run is shown to reach it; a single
+    MFVI posterior's predictive against the same, though on full MNIST where ours trains on the
+    digits that ship); the paper trained a fixed 10 epochs, so the ELBO's plateau gates the robust
+    column only."""
     gains = mnist_gains(mnist)
     identical = mnist_identical(mnist)
-    pre = [accuracy_reached(float(cell(mnist, w, "MFVI")["accuracy"].mean()), table1_accuracy("MFVI", w),
-                            what=f"MFVI test accuracy (%), width {w}", reference_source="the paper's MFVI, Table 1")
-           for w in mnist["widths"]]
+    n = mnist.get("n_train")
+    on = f", trained on {n:,} digits" if n is not None else ""
+    pre = [_mnist_budget(mnist, config),
+           *(replace(accuracy_reached(float(cell(mnist, w, "MFVI")["accuracy"].mean()), table1_accuracy("MFVI", w),
+                                      what=f"MFVI test accuracy (%), width {w}{on}",
+                                      reference_source="the paper's MFVI on 60,000 digits, Table 1"),
+                     source=SOURCES["table1"])
+             for w in mnist["widths"])]
     curves = {f"width {c['width']} {c['method']}": np.asarray(c["objective_curve"]).mean(0)
               for c in mnist["cells"] if "objective_curve" in c}
     if curves:
-        pre.append(_all_plateaued(curves, "per-point ELBO (mean over seeds, per epoch)"))
+        pre.append(_robust_plateau(_all_plateaued(curves, "per-point ELBO (mean over seeds, per epoch)")))
     n_pairs = sum(len(c["accuracy"]) for c in mnist["cells"] if c["method"] != "MFVI")
     same = (f"SGM and MFVI gave identical accuracies in all {n_pairs} paired runs: with common "
             f"random numbers the trained posteriors coincide, because I_K stayed at log K (every "
@@ -267,7 +394,7 @@ def _mnist_claims(mnist: dict) -> list[Claim]:
             bool(slope_ours > Z_SIGNIFICANT * slope_se) and not identical,
             f"gain at the widest minus at the narrowest width (mean over K, paired by seed) above "
             f"{Z_SIGNIFICANT:g} se",
-            [*pre, resolves(slope_paper, slope_se, what="the growth of the gain")],
+            [*pre, resolves(slope_paper, slope_se, what="the growth of the gain", source=SOURCES["table1_gain"])],
         ),
         _claim(
             "mnist-sgm-beats-mfvi",
@@ -277,7 +404,7 @@ def _mnist_claims(mnist: dict) -> list[Claim]:
              f"mean gain {mean_gain:+.3f} ± {se_all:.3f} points over {len(gains)} cells (paired by seed)"),
             bool(mean_gain > Z_SIGNIFICANT * se_all) and not identical,
             f"mean gain over all (width, K) cells, paired by seed, above {Z_SIGNIFICANT:g} se",
-            [*pre, resolves(paper_gain, se_all, what="the mean gain")],
+            [*pre, resolves(paper_gain, se_all, what="the mean gain", source=SOURCES["table1_gain"])],
         ),
     ]
 

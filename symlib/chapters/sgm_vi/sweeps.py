@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from symlib.book.chapter import Sweep, sized_to_judge
-from symlib.book.results import Kind, outcome, robustness_summary
+from symlib.book.results import Column, Kind, outcome, robustness_summary
 from symlib.chapters.sgm_vi.claims import CLAIM_PARTS, claims
 from symlib.chapters.sgm_vi.stages import part_of
 from symlib.chapters.sgm_vi.stages_geometry import with_band
@@ -31,15 +31,16 @@ def _setting(value) -> str:
 
 
 def _judged(results: Mapping, config) -> dict:
-    """The claims judged on ``results``, with the smoke gate, by id."""
+    """The claims judged on ``results`` (run under ``config``), with the smoke gate, by id."""
     gate = sized_to_judge(bool(config.judge))
     return {c.id: replace(c, preconditions=(*c.preconditions, *gate)) if c.kind is Kind.CLAIM else c
-            for c in claims(results)}
+            for c in claims(results, config)}
 
 
 def _row(choice: str, setting: str, own: bool, claim) -> dict:
     return {"choice": choice, "setting": setting, "this run": own, "verdict": outcome(claim.holds),
-            "detail": claim.verdict, "ours": claim.ours}
+            "robust verdict": outcome(claim.robust), "detail": claim.verdict,
+            "robust detail": claim.column_verdict(Column.ROBUST), "ours": claim.ours}
 
 
 def sweep_rows(results, claim_id: str) -> list[dict]:
@@ -47,9 +48,11 @@ def sweep_rows(results, claim_id: str) -> list[dict]:
     the experiment it rests on, the run's own setting first for each choice.
 
     Returns:
-        No rows when the profile varies no choice the claim rests on; else rows with ``choice`` (the profile field), ``setting`` (its value, as text), ``this run``,
-        ``verdict`` (holds / does not hold / not judged), ``detail`` (the verdict with the unmet
-        precondition) and ``ours`` (the measurement under that setting).
+        No rows when the profile varies no choice the claim rests on; else rows with ``choice``
+        (the profile field), ``setting`` (its value, as text), ``this run``, ``verdict`` and
+        ``robust verdict`` (holds / does not hold / not judged, the reproduced and the robust
+        column), ``detail`` and ``robust detail`` (each with the unmet preconditions) and ``ours``
+        (the measurement under that setting).
     """
     config, part = results.config, CLAIM_PARTS[claim_id]
     stages = dict(results.items())
@@ -67,7 +70,8 @@ def sweep_rows(results, claim_id: str) -> list[dict]:
                 variant = {**stages, "interp": with_band(stages["interp"], value)}
             else:
                 variant = {**stages, part: stages["robustness"][(field, value)]}
-            rows.append(_row(field, _setting(value), False, _judged(variant, config)[claim_id]))
+            rows.append(_row(field, _setting(value), False,
+                             _judged(variant, replace(config, **{field: value}))[claim_id]))
     return rows
 
 
