@@ -148,7 +148,7 @@ def _protocol(cid: str, config) -> Precondition:
     if cid == "sgm_tv":
         k = config.sgm_ks[-1]
         return precondition(
-            "protocol", f"SGM-VI as Gelberg et al. ran it: K in {set(GELBERG_KS)}; the budget is stated, not gated",
+            "protocol", "SGM-VI as Gelberg et al. ran it: K in {" + ", ".join(map(str, GELBERG_KS)) + "}; the budget is stated, not gated",
             f"K = {k}; {recipe} (Gelberg et al.: 10 Adam epochs at lr 1e-3 on MNIST)", k in GELBERG_KS,
             column=Column.REPRODUCED, source=PAPER_PROTOCOL[cid])
     if cid == "multimodal_tv":
