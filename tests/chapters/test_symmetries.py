@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from symlib.book.chapter import RunResults
-from symlib.book.results import Kind
+from symlib.book.results import Column, Kind
 from symlib.book.streams import Stream
 from symlib.chapters import get_profile
 from symlib.chapters import symmetries as ch0
@@ -46,6 +46,21 @@ def test_each_criterion_and_precondition_on_made_up_numbers():
     assert spread["canonicalisation"].holds is False
     one = _judged(demo={"relu": {"canonical_spread": 0.0, "raw_spread": 0.0, "distinct_raw": 1}})
     assert one["canonicalisation"].holds is None and "copies differ" in one["canonicalisation"].verdict
+
+
+def test_code_checks_judge_both_columns_alike_and_every_precondition_says_what_it_checks():
+    """Issue 28: a code check has no paper's run to reproduce, so its preconditions gate both
+    columns and cite the construction they guard; a failed one leaves both columns not judged."""
+    for judged in (_judged(), _judged(invariance=[{"max |f(g·w)(x) - f(w)(x)|": 0.0, "min ||g·w - w|| / ||w||": 0.0}]),
+                   _judged(demo={"relu": {"canonical_spread": 0.0, "raw_spread": 0.0, "distinct_raw": 1}})):
+        for c in judged.values():
+            v = c.verdicts
+            assert v["reproduced"]["verdict"] == v["robust"]["verdict"] == c.verdict, c.id
+            for p in c.preconditions:
+                assert p.column is Column.BOTH and "construction of the check" in p.source, (c.id, p.name)
+    assert _judged()["function-invariance"].verdicts["robust"]["holds"] is True
+    vacuous = _judged(invariance=[{"max |f(g·w)(x) - f(w)(x)|": 0.0, "min ||g·w - w|| / ||w||": 0.0}])
+    assert vacuous["function-invariance"].robust is None and vacuous["function-invariance"].holds is None
 
 
 def test_canonical_copies_collapse(results):

@@ -5,15 +5,21 @@ combinatorics, the canonical form is an algorithm's invariant): they check our c
 are *code checks*, never counted as reproduced claims. Their preconditions make each check
 non-trivial: the sampled group elements must move the weights, and the copies to canonicalise
 must differ. Thresholds are multiples of float64 rounding on these small networks.
+
+Two verdicts (:class:`symlib.book.results.Column`): a code check is no claim of a paper, so there
+is no paper's run to reproduce and no stronger protocol to apply; both columns judge the one
+check. Its preconditions therefore gate both columns (the default), and each one's ``source``
+says what it guards against (:data:`MOVED_SOURCE`, :data:`DISTINCT_SOURCE`) rather than citing a
+paper's run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from symlib.book.results import Claim, Kind, precondition
+from symlib.book.results import Claim, Column, Kind, precondition
 
-__all__ = ["CANONICAL_TOL", "INVARIANCE_TOL", "MOVED_MIN", "SECTIONS", "claims"]
+__all__ = ["CANONICAL_TOL", "DISTINCT_SOURCE", "INVARIANCE_TOL", "MOVED_MIN", "MOVED_SOURCE", "SECTIONS", "claims"]
 
 INVARIANCE_TOL = 1e-10
 """Largest output change of a transformed network that counts as the same function (float64)."""
@@ -21,6 +27,11 @@ MOVED_MIN = 1e-3
 """Smallest relative weight change for the invariance check to be non-trivial."""
 CANONICAL_TOL = 1e-9
 """Largest spread of canonicalised copies that counts as one point (float64)."""
+
+MOVED_SOURCE = ("construction of the check, both columns: every sampled group element must move the weights, "
+                "else an unchanged output is vacuous (the identity passes any invariance test)")
+DISTINCT_SOURCE = ("construction of the check, both columns: the copies must differ before canonicalisation, "
+                   "else one representative is vacuous (identical copies collapse under any map)")
 
 SECTIONS = {"function-invariance": "The same function", "mode-count": "How many",
             "canonicalisation": "Canonicalisation"}
@@ -46,7 +57,8 @@ def claims(results: Mapping) -> list[Claim]:
             holds=bool(worst < INVARIANCE_TOL),
             criterion=f"largest output change < {INVARIANCE_TOL:g} (float64) over all activations and group elements",
             preconditions=(precondition("weights_moved", f"every group element moved the weights by >= {MOVED_MIN:g} "
-                                        "of their norm", moved, moved >= MOVED_MIN),),
+                                        "of their norm", moved, moved >= MOVED_MIN, column=Column.BOTH,
+                                        source=MOVED_SOURCE),),
             kind=check,
         ),
         Claim(
@@ -66,7 +78,8 @@ def claims(results: Mapping) -> list[Claim]:
             holds=bool(spread < CANONICAL_TOL),
             criterion=f"largest distance of a canonicalised copy to their mean < {CANONICAL_TOL:g}",
             preconditions=(precondition("copies_differ", "the transformed copies differ before canonicalisation "
-                                        "(distinct copies > 1 per activation)", distinct, distinct > 1),),
+                                        "(distinct copies > 1 per activation)", distinct, distinct > 1,
+                                        column=Column.BOTH, source=DISTINCT_SOURCE),),
             kind=check,
         ),
     ]
