@@ -302,7 +302,9 @@ class Table:
 
     name: str
     build: Callable[[RunResults], Any]
-    caption: str = ""
+    caption: str | Callable[[RunResults], str] = ""
+    """The caption, or ``caption(results)`` for one that says what this run used (the data
+    set a chapter found, say)."""
     formats: Mapping[str, str] | None = None
     source: str = ""
     paper_columns: tuple[str, ...] = ()
@@ -672,7 +674,8 @@ class Chapter:
         if isinstance(view, Table):
             from symlib.book import tables
 
-            return tables.show_table(run, view.name, view.build(results), caption=view.caption,
+            caption = view.caption(results) if callable(view.caption) else view.caption
+            return tables.show_table(run, view.name, view.build(results), caption=caption,
                                      source=view.source, formats=dict(view.formats) if view.formats else None,
                                      paper_columns=list(view.paper_columns) or None, index=view.index,
                                      store=view.store)

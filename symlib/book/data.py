@@ -15,12 +15,28 @@ which stores it with every entry and recomputes an entry whose data changed
 (:mod:`symlib.book.cache`).
 
 IDX files live under ``<data root>/mnist/`` and ``<data root>/fashion-mnist/``, where the data
-root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Nothing here touches the
-network except the opt-in :func:`download_idx_dataset`, also runnable as
-``python -m symlib.book.data download mnist``. The loaders check each ``.gz`` file against its
-published MD5 (``SYMLIB_VERIFY_MD5=0`` or ``verify_md5=False`` skips that for a copy known to
-differ) and always check shapes (28x28 bytes) and labels (0-9); :func:`data_fingerprint` gives
-experiments a cache-key entry that changes whenever the files they read change.
+root is ``$SYMLIB_DATA`` or ``~/.cache/symlib`` (:func:`data_root`). Fashion-MNIST is also found
+where Debian's package ``dataset-fashion-mnist`` installs it; :func:`idx_dir` resolves the folder,
+searching in this order:
+
+1. ``data_dir``, when a caller passes one: ``<data_dir>/fashion-mnist/`` and nowhere else;
+2. ``$SYMLIB_FASHION_MNIST``, when set: the folder holding the four files, and nowhere else
+   (a wrong setting is an error, never silently skipped);
+3. ``<data root>/fashion-mnist/``;
+4. ``/usr/share/datasets/fashion-mnist/`` (``sudo apt-get install dataset-fashion-mnist``).
+
+In 3 and 4 the first folder holding any of the four files is used (one holding only some of them
+is an error naming the missing ones); :func:`idx_available` says whether the search finds one.
+MNIST has steps 1 and 3 only.
+
+Nothing here touches the network except the opt-in :func:`download_idx_dataset`, also runnable
+as ``python -m symlib.book.data download mnist``. The loaders check each ``.gz`` file against its
+published MD5, or, for a copy compressed again (Debian's: same images, another gzip header),
+its decompressed contents against the published MD5 of the uncompressed file; an uncompressed
+copy is checked the same way. ``SYMLIB_VERIFY_MD5=0`` or ``verify_md5=False`` skips that for a
+copy known to differ. Shapes (28x28 bytes) and labels (0-9) are always checked;
+:func:`data_fingerprint` gives experiments a cache-key entry that changes whenever the files they
+read change.
 """
 
 from __future__ import annotations
@@ -53,7 +69,10 @@ __all__ = [
     "data_root",
     "download_idx_dataset",
     "gaussian_blobs",
+    "idx_available",
+    "idx_dir",
     "idx_fingerprint",
+    "idx_search_path",
     "load_boston",
     "load_fashion_mnist",
     "load_mnist",
@@ -92,9 +111,24 @@ IDX_DATASETS: dict[str, dict] = {
             "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
             "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
         },
+        # the uncompressed files' MD5s, as the dataset's users publish them beside the .gz
+        # ones (e.g. the `raw_data` lists of MNIST-style loaders); Debian's dataset-fashion-mnist
+        # 0.0~git20200523.55506a9-1 ships the .gz files compressed again (no file name in the
+        # gzip header, time stamp 2020-06-05, the upload's), whose contents have these MD5s
+        "raw_md5": {
+            "train-images-idx3-ubyte": "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+            "train-labels-idx1-ubyte": "9018921c3c673c538a1fc5bad174d6f9",
+            "t10k-images-idx3-ubyte": "8181f5470baa50b63fa0f6fddb340f0a",
+            "t10k-labels-idx1-ubyte": "15d484375f8d13e6eb1aabb0c3f46965",
+        },
+        "env": "SYMLIB_FASHION_MNIST",
+        "system_dirs": ("/usr/share/datasets/fashion-mnist",),
     },
 }
-"""Known IDX datasets: download mirror and the MD5 of each gzipped file."""
+"""Known IDX datasets: download mirror, the MD5 of each gzipped file and, optionally, of each
+uncompressed file (``raw_md5``), the environment variable naming the dataset's own folder
+(``env``) and the folders a system package installs it in (``system_dirs``), searched last
+(:func:`idx_dir`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,9 +306,11 @@ def load_fashion_mnist(
     flatten: bool = True,
     verify_md5: bool | None = None,
 ) -> dict[str, Tensor]:
-    """Fashion-MNIST (60,000/10,000) from IDX files under ``<data_dir>/fashion-mnist/``.
+    """Fashion-MNIST (60,000/10,000) from IDX files, found by :func:`idx_dir`.
 
-    The out-of-distribution set for MNIST in the paper profile; same format and checks as
+    ``data_dir`` given: ``<data_dir>/fashion-mnist/`` only; else ``$SYMLIB_FASHION_MNIST``,
+    ``<data root>/fashion-mnist/``, then Debian's ``/usr/share/datasets/fashion-mnist/``.
+    The out-of-distribution set for MNIST in chapter 2b; same format and checks as
     :func:`load_mnist` with ``source="idx"`` (float32 in ``[0, 1]``, long labels).
 
     Raises:
@@ -293,7 +329,7 @@ def idx_fingerprint(name: str, data_dir: str | os.PathLike | None = None) -> str
 
     Args:
         name: ``"mnist"`` or ``"fashion-mnist"``.
-        data_dir: data root; default :func:`data_root`.
+        data_dir: data root; default: the search of :func:`idx_dir`.
 
     Raises:
         FileNotFoundError, PermissionError: as the loaders.
@@ -302,6 +338,54 @@ def idx_fingerprint(name: str, data_dir: str | os.PathLike | None = None) -> str
     for path in _idx_paths(name, data_dir).values():
         digest.update(f"{path.name} {path.stat().st_size} {_hash_file(path, 'sha256')}\n".encode())
     return digest.hexdigest()
+
+
+def idx_search_path(name: str, data_dir: str | os.PathLike | None = None) -> list[pathlib.Path]:
+    """The folders :func:`idx_dir` looks in for dataset ``name``, in order (see the module doc).
+
+    One folder when ``data_dir`` is given or the dataset's environment variable is set;
+    otherwise ``<data root>/<name>/`` and the dataset's system folders.
+    """
+    spec = _dataset(name)
+    if data_dir is not None:
+        return [data_root(data_dir) / name]
+    if spec.get("env") and (chosen := os.environ.get(spec["env"], "").strip()):
+        return [pathlib.Path(chosen).expanduser()]
+    return [data_root() / name, *(pathlib.Path(d) for d in spec.get("system_dirs", ()))]
+
+
+def idx_dir(name: str, data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+    """The folder the loader of dataset ``name`` reads: the first of :func:`idx_search_path`
+    that holds any of its four files (a ``.gz`` or a plain copy of each).
+
+    Raises:
+        FileNotFoundError: no folder holds any of them (listing where it looked and how to get
+            them), or the chosen folder lacks some (naming those).
+        PermissionError: for an unreadable folder.
+    """
+    return _idx_lookup(name, data_dir)[0]
+
+
+def idx_available(name: str) -> bool:
+    """Whether the default search (:func:`idx_dir`, no ``data_dir``) finds dataset ``name``.
+
+    False only when no folder of the search holds any of the files and the dataset's variable
+    (``$SYMLIB_FASHION_MNIST``) is unset: a folder with only some of them, or a variable naming a
+    folder without them, raises :class:`FileNotFoundError` (a setting that is wrong should be
+    fixed, not silently replaced by a stand-in). Files are found, not yet verified: the loader
+    checks them.
+    """
+    spec = _dataset(name)
+    try:
+        idx_dir(name)
+    except FileNotFoundError:
+        if spec.get("env") and os.environ.get(spec["env"], "").strip():
+            raise
+        if any(_present(folder / stem) for folder in idx_search_path(name)
+               for stem in IDX_FILES.values()):
+            raise  # a folder holds some of the files but not all: an error, not an absence
+        return False
+    return True
 
 
 def data_fingerprint(mnist_source: str, *, fashion: bool = False) -> dict[str, str]:
@@ -435,9 +519,7 @@ def download_idx_dataset(
         ValueError: for an unknown name, or a checksum mismatch (the bad download is deleted).
         ConnectionError: if a file cannot be fetched (no internet, wrong mirror).
     """
-    if name not in IDX_DATASETS:
-        raise ValueError(f"unknown IDX dataset {name!r}; valid names: {', '.join(IDX_DATASETS)}")
-    spec = IDX_DATASETS[name]
+    spec = _dataset(name)
     folder = data_root(data_dir) / name
     folder.mkdir(parents=True, exist_ok=True)
     url_root = (base_url or spec["base_url"]).rstrip("/") + "/"
@@ -686,9 +768,22 @@ def _split_at(identity: tuple, test_fraction: float) -> dict[str, np.ndarray]:
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 
-def _idx_paths(name: str, data_dir) -> dict[str, pathlib.Path]:
-    """The four files to read, by key of :data:`IDX_FILES`; a ``.gz`` wins over a plain copy."""
-    folder = data_root(data_dir) / name
+def _dataset(name: str) -> dict:
+    if name not in IDX_DATASETS:
+        raise ValueError(f"unknown IDX dataset {name!r}; valid names: {', '.join(IDX_DATASETS)}")
+    return IDX_DATASETS[name]
+
+
+def _present(path: pathlib.Path) -> bool:
+    try:
+        return path.exists()
+    except PermissionError:
+        return False
+
+
+def _files_in(folder: pathlib.Path, name: str) -> tuple[dict[str, pathlib.Path], list[str]]:
+    """The files of ``folder`` by key of :data:`IDX_FILES` (a ``.gz`` wins over a plain copy),
+    and the missing ones."""
     paths, missing = {}, []
     try:
         for key, stem in IDX_FILES.items():
@@ -700,21 +795,51 @@ def _idx_paths(name: str, data_dir) -> dict[str, pathlib.Path]:
             else:
                 missing.append(f"{candidates[1]} (or {candidates[0].name})")
     except PermissionError as error:
+        env = IDX_DATASETS.get(name, {}).get("env")
         raise PermissionError(
             error.errno,
             f"cannot read the {name} directory {folder}: permission denied. Make it readable "
-            f"(chmod -R u+rX {folder}) or point {ENV_VAR} (or data_dir) at a readable copy",
+            f"(chmod -R u+rX {folder}) or point {env or ENV_VAR} (or data_dir) at a readable copy",
         ) from error
-    if missing:
-        raise FileNotFoundError(
-            f"{name} IDX files not found:\n  " + "\n  ".join(missing) + "\n"
-            f"Put the four published .gz IDX files in {folder} (uncompressed copies cannot be "
-            f"checked against the published MD5s and need {VERIFY_ENV_VAR}=0), or point the "
-            f"{ENV_VAR} environment variable (or data_dir) at the directory that holds {name}/, or "
-            f"download them on a machine with internet with:\n"
-            f"  python -m symlib.book.data download {name} --data-dir {folder.parent}"
-        )
-    return paths
+    return paths, missing
+
+
+def _idx_lookup(name: str, data_dir) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
+    """:func:`idx_dir` and the files it holds, by key of :data:`IDX_FILES`."""
+    spec = _dataset(name)
+    search = idx_search_path(name, data_dir)
+    for folder in search:
+        paths, missing = _files_in(folder, name)
+        if not missing:
+            return folder, paths
+        if paths or len(search) == 1:
+            break  # the first folder with any of the files (or the only one) is the one used
+    else:
+        folder, missing = search[0], _files_in(search[0], name)[1]
+    env = spec.get("env")
+    chosen_by_env = data_dir is None and env and os.environ.get(env, "").strip()
+    looked = "" if len(search) == 1 else (
+        "Looked in, in order: " + ", ".join(str(f) for f in search) + ".\n")
+    debian = (f"On Debian or Ubuntu, `sudo apt-get install dataset-{name}` installs them in "
+              f"{spec['system_dirs'][0]}/, or, without root, `apt-get download dataset-{name} && "
+              f"dpkg -x dataset-{name}_*.deb ~/{name}` and {env}=~/{name}{spec['system_dirs'][0]}.\n"
+              if spec.get("system_dirs") and env else "")
+    raise FileNotFoundError(
+        f"{name} IDX files not found:\n  " + "\n  ".join(missing) + "\n" + looked
+        + (f"({env} is set to {folder}: point it at the folder that holds the four files, or "
+           f"unset it.)\n" if chosen_by_env else "")
+        + f"Put the four published .gz IDX files in {folder} (uncompressed copies are checked "
+        f"against the uncompressed files' MD5s where published, else need {VERIFY_ENV_VAR}=0), "
+        f"or point the {ENV_VAR} environment variable (or data_dir) at the directory that holds "
+        f"{name}/" + (f", or {env} at the folder of the files" if env else "") + ".\n" + debian
+        + f"Or download them on a machine with internet with:\n"
+        f"  python -m symlib.book.data download {name} --data-dir {folder.parent}"
+    )
+
+
+def _idx_paths(name: str, data_dir) -> dict[str, pathlib.Path]:
+    """The four files to read, by key of :data:`IDX_FILES`; a ``.gz`` wins over a plain copy."""
+    return _idx_lookup(name, data_dir)[1]
 
 
 def _read_idx_dataset(name: str, data_dir, verify_md5: bool | None) -> dict[str, np.ndarray]:
@@ -753,22 +878,46 @@ def _read_idx_dataset(name: str, data_dir, verify_md5: bool | None) -> dict[str,
 
 
 def _verify_md5(name: str, path: pathlib.Path) -> None:
+    """Check ``path`` against the published MD5 of its ``.gz``, else (a copy compressed again, or
+    an uncompressed one) its contents against the published MD5 of the uncompressed file."""
     fixes = (
         f"Re-download it with `python -m symlib.book.data download {name} --data-dir "
         f"{path.parent.parent}` (replaces files whose checksum is wrong), or, for a copy known "
         f"to differ, skip this check with {VERIFY_ENV_VAR}=0 (or verify_md5=False)"
     )
-    expected = IDX_DATASETS[name]["md5"].get(path.name)
-    if expected is None:
-        raise ValueError(
-            f"{path} is uncompressed, and the published checksums are of the .gz files, so it "
-            f"cannot be verified. Put {path.name}.gz beside it (a .gz is read first). " + fixes
-        )
-    actual = _hash_file(path, "md5")
-    if actual != expected:
+    spec = IDX_DATASETS[name]
+    gz = path.name.endswith(".gz")
+    stem = path.name[: -len(".gz")] if gz else path.name
+    expected, raw_expected = spec["md5"].get(f"{stem}.gz"), spec.get("raw_md5", {}).get(stem)
+    actual = _hash_file(path, "md5") if gz else None
+    if gz and actual == expected:
+        return
+    if raw_expected is None:
+        if not gz:
+            raise ValueError(
+                f"{path} is uncompressed, and the published checksums are of the .gz files, so "
+                f"it cannot be verified. Put {path.name}.gz beside it (a .gz is read first). " + fixes
+            )
         raise ValueError(
             f"{path} has MD5 {actual}, but the published {name} file has {expected}: it is "
             f"corrupt, truncated or not the {name} file. " + fixes
+        )
+    raw = _read_bytes(path)
+    if gz:
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            raise ValueError(
+                f"{path} has MD5 {actual}, not the published {expected}, and does not decompress "
+                f"({error}): it is corrupt or truncated. " + fixes
+            ) from error
+    raw_actual = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+    if raw_actual != raw_expected:
+        what = (f"has MD5 {actual} (the published .gz: {expected}) and decompresses to MD5 "
+                f"{raw_actual}" if gz else f"has MD5 {raw_actual}")
+        raise ValueError(
+            f"{path} {what}, but the published uncompressed {name} file {stem} has "
+            f"{raw_expected}: it is corrupt, truncated or not the {name} file. " + fixes
         )
 
 

