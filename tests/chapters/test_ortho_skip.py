@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from symlib.book.chapter import Figure, RunResults, Table
-from symlib.book.results import Kind, depends_on
+from symlib.book.results import Column, Kind, depends_on
 from symlib.chapters import get_profile
 from symlib.chapters.ortho_skip import (
     CHAPTER,
@@ -150,14 +150,52 @@ def test_each_criterion_on_made_up_results():
 def test_unmet_preconditions_give_not_judged():
     rising = np.linspace(-1000.0, -100.0, 80)  # still climbing: 10 % windows differ by ~10 %
     v = _verdicts(_made_up(elbo_plain=rising))
-    for cid in SINC_CLAIMS:
-        assert v[cid].holds is None and "ELBO of plain" in v[cid].verdict, v[cid].verdict
+    for cid in SINC_CLAIMS:  # the plateau gates the robust column only: the paper trained a fixed budget
+        assert v[cid].holds is True and v[cid].verdict == "holds"
+        robust = v[cid].column_verdict(Column.ROBUST)
+        assert v[cid].robust is None and robust.startswith("not judged") and "ELBO of plain" in robust, robust
     assert v["gap-bounded"].holds is True  # the gap check does not rest on the VI fit
     noisy = _verdicts(_made_up(se=1.0))["gap-bounded"]  # 1 nat > 5 % of log 576
     assert noisy.holds is None and "standard error" in noisy.verdict
     smoke = _verdicts(_made_up(judge=False))
     assert all(smoke[cid].holds is None and "profile" in smoke[cid].verdict for cid in SINC_CLAIMS)
     assert smoke["gap-bounded"].holds is True  # a code check: judged in every profile
+
+
+def test_the_two_columns_are_gated_by_their_own_preconditions():
+    # the paper's protocol gates the reproduced column only: a run without its KL annealing is
+    # not judged there, and judged in the robust column (the same criterion on the same numbers)
+    config = dataclasses.replace(get_profile("01_ortho_skip", "quick"), anneal_fraction=0.0)
+    v = _verdicts(dataclasses.replace(_made_up(), config=config))
+    for cid in SINC_CLAIMS:
+        c = v[cid]
+        assert c.holds is None and "KL annealing" in c.verdict and "8,000 of 200,000 steps" in c.verdict, c.verdict
+        assert c.robust is True and c.column_verdict(Column.ROBUST) == "holds"
+        assert c.verdicts["reproduced"]["holds"] is None and c.verdicts["robust"]["holds"] is True
+        assert [p["name"] for p in c.verdicts["robust"]["preconditions"]] == ["plateau", "plateau"]
+        assert [p["name"] for p in c.verdicts["reproduced"]["preconditions"]] == ["protocol"]
+    # a smaller budget is stated, not gated: quick's run is judged at 8,000 of 200,000 steps
+    (protocol,) = [p for p in _verdicts(_made_up())["plain-underfits"].preconditions if p.name == "protocol"]
+    assert protocol.met and protocol.column is Column.REPRODUCED
+    assert protocol.measured.startswith("8,000 of 200,000 steps (4%), 8 of 64 MC samples per step")
+    # the criterion is one: a claim that does not hold fails in both columns alike
+    fails = _verdicts(_made_up(skip={"train_rmse": 0.3}))["plain-underfits"]
+    assert fails.holds is False and fails.robust is False
+
+
+def test_every_reproduced_gate_cites_the_paper():
+    for results in (_made_up(), _made_up(elbo_plain=np.linspace(-1e3, -1e2, 80), se=1.0), _made_up(judge=False)):
+        for c in CHAPTER.judged_claims(results):
+            columns = {p.name: p.column for p in c.preconditions}
+            if c.kind is Kind.CLAIM:
+                gate = {"profile": Column.BOTH} if not results.config.judge else {}  # the smoke gate
+                assert columns == {"protocol": Column.REPRODUCED, "plateau": Column.ROBUST, **gate}
+            else:
+                assert columns == {"mc_error": Column.BOTH}
+            for p in c.preconditions:
+                if p.gates(Column.REPRODUCED) and p.name != "profile":  # the smoke gate is the lead's
+                    assert p.source, (c.id, p.name)
+    assert "Sec. 4" in ch1_claims.PAPER_PROTOCOL and "200.000" in ch1_claims.PAPER_PROTOCOL
 
 
 def test_erratum_names_the_printed_bound():
@@ -176,22 +214,27 @@ def test_robustness_sweeps_report_which_choice_flips_a_verdict():
     def sinc(results):
         return {k: v for k, v in results["main"].items() if k != "gap"}
 
+    rising = np.linspace(-1e3, -1e2, 80)
     sweep = {("learning_rate", 1e-2): sinc(_made_up()),  # here the skip net fits
-             ("learn_noise", True): sinc(_made_up(skip={"train_rmse": 0.3}, elbo_plain=np.linspace(-1e3, -1e2, 80)))}
+             ("learn_noise", True): sinc(_made_up(skip={"train_rmse": 0.3}, elbo_plain=rising)),
+             ("anneal_fraction", 0.0): sinc(_made_up(skip={"train_rmse": 0.3}))}  # not the paper's protocol
     main = _made_up(skip={"train_rmse": 0.3}, robustness=sweep)  # as run: the skip net underfits too
     tables = _sweep_frames(main)
     assert list(tables) == SINC_CLAIMS  # one sweep per sinc claim; the gap check has none
     t = tables["plain-underfits"]
-    assert list(t.columns) == ["choice", "setting", "verdict", "failed preconditions", "ours"]
-    assert t["choice"].tolist() == ["as run", "learning rate", "noise model"]
-    assert t["setting"].tolist() == ["this profile", "learning_rate = 0.01", "learn_noise = True"]
-    assert t["verdict"].tolist() == ["does not hold", "holds", "not judged"]
-    assert "ELBO of plain" in t["failed preconditions"].iloc[2]
+    assert list(t.columns) == ["choice", "setting", "verdict", "robust verdict", "failed preconditions", "ours"]
+    assert t["choice"].tolist() == ["as run", "learning rate", "noise model", "KL annealing"]
+    assert t["setting"].tolist() == ["this profile", "learning_rate = 0.01", "learn_noise = True",
+                                     "anneal_fraction = 0.0"]
+    assert t["verdict"].tolist() == ["does not hold", "holds", "does not hold", "not judged"]
+    assert t["robust verdict"].tolist() == ["does not hold", "holds", "not judged", "does not hold"]
+    assert "ELBO of plain" in t["failed preconditions"].iloc[2] and "[robust]" in t["failed preconditions"].iloc[2]
+    assert "KL annealing" in t["failed preconditions"].iloc[3] and "[reproduced]" in t["failed preconditions"].iloc[3]
     assert depends_on(t) == ("depends on learning rate; holds with learning_rate = 0.01; "
-                             "not judged with learn_noise = True")
+                             "not judged with anneal_fraction = 0.0")
     assert depends_on(tables["plain-collapses-to-prior"]) == (
-        "holds under every setting judged; not judged with learn_noise = True")
-    assert depends_on(t.iloc[2:]) == "not judged under any setting tried"
+        "holds under every setting judged; not judged with anneal_fraction = 0.0")
+    assert depends_on(t.iloc[3:]) == "not judged under any setting tried"
     unjudged_run = pd.DataFrame({"choice": ["as run", "learning rate", "noise model"],
                                  "setting": ["this profile", "lr = 1", "learn_noise = True"],
                                  "verdict": ["not judged", "holds", "does not hold"]})
@@ -203,12 +246,13 @@ def test_robustness_sweeps_report_which_choice_flips_a_verdict():
     assert "robustness" not in claims["gap-bounded"].ours
     # a setting under the smoke profile is gated like the ledger's claims
     smoke_rows = _sweep_frames(_made_up(judge=False, robustness=sweep))["plain-underfits"]
-    assert smoke_rows["verdict"].tolist() == ["not judged"] * 3
+    assert smoke_rows["verdict"].tolist() == ["not judged"] * 4
+    assert smoke_rows["robust verdict"].tolist() == ["not judged"] * 4
     assert all("profile sized to judge" in f for f in smoke_rows["failed preconditions"])
 
 
 def test_a_profile_that_sweeps_nothing_records_no_robustness():
-    results = _made_up()  # quick and full sweep nothing
+    results = _made_up()  # quick sweeps nothing
     assert not results.config.robustness
     claims = CHAPTER.judged_claims(results)
     assert not any("robustness" in c.ours for c in claims)
@@ -280,5 +324,10 @@ def test_profiles():
     assert quick.hidden_widths == paper.hidden_widths and quick.n_train == paper.n_train
     assert quick.judge and not get_profile("01_ortho_skip", "smoke").judge
     assert {f for f, _ in paper.robustness} == set(ROBUSTNESS_CHOICES)
+    # full: one departure each of learning rate, initial sd and MC samples (issue 28, item 5)
+    full = get_profile("01_ortho_skip", "full")
+    assert [f for f, _ in full.robustness] == ["learning_rate", "init_sd", "n_train_samples"]
+    assert all(getattr(full, f) != v for f, v in full.robustness)
+    assert not quick.robustness
     with pytest.raises(ValueError, match="valid profiles"):
         get_profile("01_ortho_skip", "huge")

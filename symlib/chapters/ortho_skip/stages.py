@@ -83,8 +83,10 @@ ROBUSTNESS_CHOICES = {
     "init_sd": "initial posterior sd",
     "learn_noise": "noise model",
     "anneal_fraction": "KL annealing",
+    "n_train_samples": "MC samples",
 }
-"""The profile fields the sensitivity sweep may change: the sinc experiment's open choices."""
+"""The profile fields the sensitivity sweep may change: the sinc experiment's open choices, and the
+Monte Carlo samples per step (the paper's 64; our profiles run fewer)."""
 
 SINC_FIELDS = (
     "hidden_widths", "n_train", "n_test", "n_grid", "x_plot", "frequency", "amplitude", "noise_sd",
