@@ -170,6 +170,9 @@ def test_the_two_columns_are_gated_by_their_own_preconditions():
     for cid in SINC_CLAIMS:
         c = v[cid]
         assert c.holds is None and "KL annealing" in c.verdict and "8,000 of 200,000 steps" in c.verdict, c.verdict
+        # quick runs no sensitivity sweep: the contract's sweep gate is the robust column's only failure
+        assert [p.name for p in c.failed(Column.ROBUST)] == ["sweep"]
+        c = dataclasses.replace(c, preconditions=tuple(p for p in c.preconditions if p.name != "sweep"))
         assert c.robust is True and c.column_verdict(Column.ROBUST) == "holds"
         assert c.verdicts["reproduced"]["holds"] is None and c.verdicts["robust"]["holds"] is True
         assert [p["name"] for p in c.verdicts["robust"]["preconditions"]] == ["plateau", "plateau"]
@@ -180,6 +183,7 @@ def test_the_two_columns_are_gated_by_their_own_preconditions():
     assert protocol.measured.startswith("8,000 of 200,000 steps (4%), 8 of 64 MC samples per step")
     # the criterion is one: a claim that does not hold fails in both columns alike
     fails = _verdicts(_made_up(skip={"train_rmse": 0.3}))["plain-underfits"]
+    fails = dataclasses.replace(fails, preconditions=tuple(p for p in fails.preconditions if p.name != "sweep"))
     assert fails.holds is False and fails.robust is False
 
 
@@ -189,7 +193,7 @@ def test_every_reproduced_gate_cites_the_paper():
             columns = {p.name: p.column for p in c.preconditions}
             if c.kind is Kind.CLAIM:
                 gate = {"profile": Column.BOTH} if not results.config.judge else {}  # the smoke gate
-                assert columns == {"protocol": Column.REPRODUCED, "plateau": Column.ROBUST, **gate}
+                assert columns == {"protocol": Column.REPRODUCED, "plateau": Column.ROBUST, "sweep": Column.ROBUST, **gate}
             else:
                 assert columns == {"mc_error": Column.BOTH}
             for p in c.preconditions:
