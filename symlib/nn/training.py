@@ -272,9 +272,10 @@ def train_with_restarts(
         generator: draws of the first try of every network (as :func:`train_batched`).
         rule: the check and the seeds of the restarts.
         on_step: ``on_step(step, params)`` after every step of the batch (first tries).
-        on_restart_step: ``on_restart_step(m, step, params_1)`` after every step of a restart
-            of network ``m`` (``params_1`` with a model axis of 1); a failed try's steps are
-            reported too, and a new try starts again at step 1.
+        on_restart_step: ``on_restart_step(m, step, params_1)`` at the start (step 0, the
+            initial parameters) and after every step of each restart of network ``m``
+            (``params_1`` with a model axis of 1); a failed try's steps are reported too, and
+            the next try starts again at step 0.
 
     Returns:
         The trained batched parameters and ``restarts (M,)``, how many times each network was
@@ -294,6 +295,8 @@ def train_with_restarts(
             gen = torch.Generator(device=generator.device).manual_seed(restart_seed(rule.seed, m, r))
             start = {k: v.to(device) for k, v in rule.init_fn(gen, 1).items()}
             hook = None if on_restart_step is None else partial(on_restart_step, m)
+            if hook is not None:
+                hook(0, start)
             # the last try is trained to the end whatever its check says
             one, again = _train(loss_fn, start, x, y, config, gen, on_step=hook,
                                 batched_loss_fn=batched_loss_fn, check=rule.failed,
