@@ -65,7 +65,10 @@ def test_figures_tables_and_quotes(results):
                               "OptuNet conv2, canonical"]
     quotes = {q.name: float(q.value(results)) for q in CHAPTER.quotes}
     assert quotes["toy_trained"] == 200 and quotes["n_optunets"] == 3
-    assert quotes["acc_needed"] == pytest.approx(0.9 * 95.3)
+    ref = load_reference()
+    assert quotes["acc_needed"] == pytest.approx(0.9 * 100 * ref["single_median"])
+    assert quotes["acc_ref_n"] == len(ref["networks"])
+    assert quotes["restarts"] == int(results["optunets"]["restarts"].sum())
 
 
 def test_ks_caption_level_is_every_profiles():
