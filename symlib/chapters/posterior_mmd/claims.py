@@ -94,7 +94,8 @@ def _single_trained(accuracy, restarts, what: str, config) -> Precondition:
     if config is not None:
         budget = (f"{len(accuracy)} networks x {config.epochs} of the paper's 60 epochs, "
                   f"{config.optimizer}{'' if config.optimizer == 'sgd' else ' (the paper: SGD)'}; ")
-    n_restarts = "" if restarts is None else f"{int(restarts.sum())} restarts by the authors' rule"
+    n = None if restarts is None else int(restarts.sum())
+    n_restarts = "" if n is None else f"{n} restart{'' if n == 1 else 's'} by the authors' rule"
     pre = accuracy_reached(float(accuracy.median()), load_reference()["single_median"],
                            what=f"{what} ({budget}{n_restarts})",
                            reference_source="the reference run's median single OptuNet")

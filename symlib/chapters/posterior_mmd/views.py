@@ -309,6 +309,8 @@ QUOTES = (
     Quote("ref_acc_max", lambda results: _ref_accuracy(results).max()),
     Quote("n_samples", lambda results: results.config.samples),
     Quote("n_modes", lambda results: results.config.modes),
+    Quote("restarts", lambda results: int(results["eval"]["reference_restarts"].sum()
+                                          + results["eval"]["ensemble_restarts"].sum())),
     Quote("ref_stuck", lambda results: (_ref_accuracy(results) <= 100 * LEARNED_ACCURACY).sum()),
     Quote("dropout_trained", lambda results: len(results["eval"]["dropout_accuracy"])),
     Quote("dropout_stuck", lambda results: (results["eval"]["dropout_accuracy"] <= LEARNED_ACCURACY).sum()),

