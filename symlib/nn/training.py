@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import torch
 from torch.func import grad, vmap
 
 from symlib.nn.mlp import Params
 
-__all__ = ["SGDConfig", "minibatches", "optimizer_state", "optimizer_step", "random_crop",
-           "shuffles", "train_batched"]
+__all__ = ["RestartRule", "SGDConfig", "minibatches", "optimizer_state", "optimizer_step",
+           "random_crop", "restart_seed", "shuffles", "train_batched", "train_with_restarts"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,19 @@ def train_batched(
     Returns:
         The trained batched parameters.
     """
+    return _train(loss_fn, params, x, y, config, generator, on_step=on_step,
+                  batched_loss_fn=batched_loss_fn)[0]
+
+
+def _train(loss_fn, params, x, y, config, generator, *, on_step=None, batched_loss_fn=None,
+           check=None, check_epoch=None, stop_on_failure=False):
+    """:func:`train_batched`'s loop. With ``check``, ``check(params) -> bool (M,)`` (True: the
+    network failed) is called once, when epoch ``check_epoch`` is over (before the next epoch's
+    first step); with ``stop_on_failure`` a failure ends training at once.
+
+    Returns ``(params, failed)``: ``failed`` is the check's mask, or None where it never ran
+    (training ended at or before ``check_epoch`` epochs) or ``check`` is None.
+    """
     params = {k: v.detach().clone() for k, v in params.items()}
     n_models = next(iter(params.values())).shape[0]
     state = optimizer_state(params)
@@ -165,18 +179,133 @@ def train_batched(
         step_grad = vmap(grad(loss_fn), in_dims=(0, 0, 0))
     else:
         step_grad = partial(_summed_loss_grad, batched_loss_fn)
-    lr, last_epoch = config.lr, -1
+    lr, last_epoch, failed = config.lr, -1, None
     batches = minibatches(n_models, x, y, config.batch_size, generator,
                           crop_padding=config.crop_padding, epochs=config.epochs)
     for step, (epoch, xb, yb) in enumerate(batches, start=1):
         if epoch != last_epoch:
             last_epoch = epoch
+            if check is not None and epoch == check_epoch:
+                failed = check(params)
+                if stop_on_failure and bool(failed.any()):
+                    return params, failed
             if epoch in config.milestones:
                 lr *= config.gamma
         params = optimizer_step(params, step_grad(params, xb, yb), state, config, lr)
         if on_step is not None:
             on_step(step, params)
-    return params
+    return params, failed
+
+
+# --- the authors' restart rule --------------------------------------------------------------
+
+_RESTART_STREAM = 1  # SeedSequence stream of the restarts' seeds
+
+
+@dataclass(frozen=True)
+class RestartRule:
+    """Laurent et al.'s restart rule (the authors' training code): a network whose validation
+    accuracy after epoch ``epoch`` is below ``threshold`` is trained again from the next seed.
+
+    Attributes:
+        x_val, y_val: the set the accuracy is measured on.
+        logits_fn: ``logits_fn(batched_params, x) -> (M, N, classes)``.
+        init_fn: ``init_fn(generator, n_models) -> batched params`` (on the generator's device).
+        seed: the run's seed; restart ``r`` of network ``m`` draws everything (initialisation,
+            shuffles, crops) from :func:`restart_seed` ``(seed, m, r)``.
+        epoch: epochs trained before the check (3 in the authors' code). Training of at most
+            this many epochs is never checked.
+        threshold: the accuracy below which a network is restarted (0.15; chance is 0.10).
+        max_restarts: restarts per network at most; a network still failing then is kept as it
+            is (its count says so).
+    """
+
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    logits_fn: Callable[[Params, torch.Tensor], torch.Tensor]
+    init_fn: Callable[[torch.Generator, int], Params]
+    seed: int
+    epoch: int = 3
+    threshold: float = 0.15
+    max_restarts: int = 20
+
+    def failed(self, params: Params) -> torch.Tensor:
+        """``(M,)`` True where a network's accuracy on the validation set is below threshold."""
+        with torch.no_grad():
+            logits = self.logits_fn(params, self.x_val)
+        acc = (logits.argmax(-1) == self.y_val.to(logits.device)).double().mean(-1)
+        return (acc < self.threshold).cpu()
+
+
+def restart_seed(seed: int, model: int, restart: int) -> int:
+    """The seed of restart ``restart`` (1, 2, ...) of network ``model`` in a run seeded ``seed``:
+    network ``model``'s own sequence of next seeds, the same whichever other networks failed."""
+    state = np.random.SeedSequence([seed, _RESTART_STREAM, model, restart]).generate_state(2)
+    return int(state[0]) << 32 | int(state[1])
+
+
+def train_with_restarts(
+    loss_fn: Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor],
+    params: Params,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    config: SGDConfig,
+    generator: torch.Generator,
+    rule: RestartRule,
+    *,
+    on_step: Callable[[int, Params], None] | None = None,
+    on_restart_step: Callable[[int, int, Params], None] | None = None,
+    batched_loss_fn: Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[Params, torch.Tensor]:
+    """:func:`train_batched` with the restart rule: only the failed networks are restarted.
+
+    All ``M`` networks train together as in :func:`train_batched` (same draws from
+    ``generator``, so a run where none fails is that of :func:`train_batched` exactly). After
+    ``rule.epoch`` epochs each network is checked; a failed network ``m`` is then trained
+    *alone*, from scratch, from a generator seeded :func:`restart_seed` ``(rule.seed, m, r)``
+    for ``r = 1, 2, ...``, each try checked after ``rule.epoch`` epochs too, until one passes
+    (or ``rule.max_restarts`` tries); that network replaces ``m``. A replacement is a single
+    network trained from its seed, the same whatever else is in the batch: the single path
+    (``M = 1``) and the batched one give the same replacement for the same ``(seed, m)``.
+
+    Args:
+        generator: draws of the first try of every network (as :func:`train_batched`).
+        rule: the check and the seeds of the restarts.
+        on_step: ``on_step(step, params)`` after every step of the batch (first tries).
+        on_restart_step: ``on_restart_step(m, step, params_1)`` at the start (step 0, the
+            initial parameters) and after every step of each restart of network ``m``
+            (``params_1`` with a model axis of 1); a failed try's steps are reported too, and
+            the next try starts again at step 0.
+
+    Returns:
+        The trained batched parameters and ``restarts (M,)``, how many times each network was
+        restarted (0: its first try passed).
+    """
+    trained, failed = _train(loss_fn, params, x, y, config, generator, on_step=on_step,
+                             batched_loss_fn=batched_loss_fn, check=rule.failed,
+                             check_epoch=rule.epoch)
+    n_models = next(iter(params.values())).shape[0]
+    restarts = torch.zeros(n_models, dtype=torch.long)
+    if failed is None:
+        return trained, restarts
+    device = next(iter(params.values())).device
+    for m in torch.nonzero(failed).flatten().tolist():
+        for r in range(1, rule.max_restarts + 1):
+            restarts[m] = r
+            gen = torch.Generator(device=generator.device).manual_seed(restart_seed(rule.seed, m, r))
+            start = {k: v.to(device) for k, v in rule.init_fn(gen, 1).items()}
+            hook = None if on_restart_step is None else partial(on_restart_step, m)
+            if hook is not None:
+                hook(0, start)
+            # the last try is trained to the end whatever its check says
+            one, again = _train(loss_fn, start, x, y, config, gen, on_step=hook,
+                                batched_loss_fn=batched_loss_fn, check=rule.failed,
+                                check_epoch=rule.epoch, stop_on_failure=r < rule.max_restarts)
+            if not bool(again.any()):
+                break
+        for k in trained:
+            trained[k][m] = one[k][0]
+    return trained, restarts
 
 
 def _summed_loss_grad(batched_loss_fn, params: Params, xb, yb) -> Params:

@@ -10,12 +10,13 @@ import torch
 from scipy import stats
 
 from symlib.book.chapter import RunResults
-from symlib.book.preconditions import min_p_value
-from symlib.book.results import Kind, depends_on
+from symlib.book.preconditions import ACCURACY_SHARE, min_p_value
+from symlib.book.results import Column, Kind, depends_on
 from symlib.chapters import get_profile
 from symlib.chapters import symmetry_removal as ex
 from symlib.chapters.symmetry_removal import CHAPTER
 from symlib.chapters.symmetry_removal.profiles import SymmetryRemovalProfile
+from symlib.chapters.symmetry_removal.reference import load_reference
 from symlib.chapters.symmetry_removal.robustness import sweep_rows
 from symlib.chapters.symmetry_removal.stages import robustness_settings
 
@@ -64,7 +65,10 @@ def test_figures_tables_and_quotes(results):
                               "OptuNet conv2, canonical"]
     quotes = {q.name: float(q.value(results)) for q in CHAPTER.quotes}
     assert quotes["toy_trained"] == 200 and quotes["n_optunets"] == 3
-    assert quotes["acc_needed"] == pytest.approx(0.9 * 95.3)
+    ref = load_reference()
+    assert quotes["acc_needed"] == pytest.approx(0.9 * 100 * ref["single_median"])
+    assert quotes["acc_ref_n"] == len(ref["networks"])
+    assert quotes["restarts"] == int(results["optunets"]["restarts"].sum())
 
 
 def test_ks_caption_level_is_every_profiles():
@@ -117,7 +121,7 @@ def _made_up(**change):
                           "OptuNet conv2, canonical": {"rejected": 0.1, "tests": 500}},
            "changes": {"per_epoch": torch.tensor([0.2, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01, 0.01]),
                        "n_networks": 24},
-           "optunets": {"accuracy": torch.full((24,), 0.95)}}
+           "optunets": {"accuracy": torch.full((24,), 0.95), "restarts": torch.zeros(24, dtype=torch.long)}}
     for path, value in change.items():
         *outer, last = path.split("__")
         target = res
@@ -150,16 +154,19 @@ def test_each_criterion_on_made_up_results():
 
 
 def test_unmet_preconditions_give_not_judged():
-    # 0.5 < 90 % of 95.3 %: every claim about trained OptuNets is withheld, the toy's are not
-    v = _verdicts(_made_up(optunets__accuracy=torch.full((24,), 0.5)))
+    # half the reference run's median single OptuNet: every claim about trained OptuNets is
+    # withheld, the toy's are not
+    low = 0.5 * load_reference()["single_median"]
+    v = _verdicts(_made_up(optunets__accuracy=torch.full((24,), low)))
     for cid in ("not-min-mass", "permutations-rare-late", "identical-marginals-optunet"):
-        assert v[cid].holds is None and "median OptuNet test accuracy" in v[cid].verdict, v[cid].verdict
+        assert v[cid].holds is None and "median single OptuNet test accuracy" in v[cid].verdict, v[cid].verdict
     assert v["toy-duplicated-modes"].holds is True and v["identical-marginals"].holds is True
     few = _verdicts(_made_up(toy__n_kept=1500))  # 74 % of runs kept, the paper keeps 99 %
     assert few["toy-duplicated-modes"].holds is None and "toy runs" in few["toy-duplicated-modes"].verdict
     mixed = _verdicts(_made_up(toy__separable=False))
     assert mixed["identical-marginals"].holds is None and "separable" in mixed["identical-marginals"].verdict
-    three = _verdicts(_made_up(optunets__accuracy=torch.full((3,), 0.95)))  # KS with 3 vs 3 cannot reach 0.05
+    three = _verdicts(_made_up(optunets__accuracy=torch.full((3,), 0.95),
+                               optunets__restarts=torch.zeros(3, dtype=torch.long)))  # KS with 3 vs 3 cannot reach 0.05
     assert three["identical-marginals-optunet"].holds is None
     assert "KS test" in three["identical-marginals-optunet"].verdict
     assert three["not-min-mass"].holds is True
@@ -214,3 +221,47 @@ def test_smoke_robustness_stage(results):
     assert all(len(CHAPTER.sweep_frame(s, results)) == 2 for s in sweeps)  # the run and the one setting of its stage
     with pytest.raises(ValueError, match="not one of"):
         robustness_settings(dataclasses.replace(config, robustness=(("optunet_lr", 1.0),)))
+
+
+def test_optunet_gate_is_single_against_single_with_budget_and_restarts():
+    """The trained-OptuNet gate compares the median single network with the reference run's
+    median single OptuNet (not the deep ensemble's 95.3 %), states the budget against the
+    paper's and counts the restarts; it gates both columns and cites the reference run."""
+    ref = load_reference()
+    restarts = torch.tensor([0, 2] + [0] * 22)
+    just_above = ACCURACY_SHARE * ref["single_median"] + 1e-3
+    v = _verdicts(_made_up(optunets__accuracy=torch.full((24,), just_above), optunets__restarts=restarts))
+    pre = next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy")
+    assert v["not-min-mass"].holds is True and pre.met
+    assert f"{ref['single_median']:.3g}" in pre.criterion and "0.953" not in pre.criterion
+    assert "24 networks x 14 of the paper's 1,000 x 60 epochs" in pre.criterion
+    assert "2 restarts by the authors' rule" in pre.criterion
+    assert pre.column == Column.BOTH and "reference_optunet.json" in pre.source
+    below = _verdicts(_made_up(optunets__accuracy=torch.full((24,), just_above - 2e-3)))
+    assert below["not-min-mass"].holds is None
+
+
+def test_every_reproduced_precondition_cites_its_source():
+    """Every precondition gating the reproduced column (alone or both) names where the paper
+    states it, on made-up results where every gate is met and where they all fail."""
+    failing = _made_up(optunets__accuracy=torch.full((3,), 0.1), optunets__restarts=torch.zeros(3, dtype=torch.long),
+                       toy__n_kept=10, toy__separable=False)
+    for res in (_made_up(), failing):
+        for claim in CHAPTER.claims(RunResults({**res, "robustness": {}}, config=get_profile("02a_symmetry_removal", "quick"))):
+            for p in claim.preconditions:
+                if p.column in (Column.REPRODUCED, Column.BOTH):
+                    assert p.source, (claim.id, p.name)
+
+
+def test_reference_run_is_kept_as_data():
+    """The reference run's record: the paper's recipe, named seeds, how, when and where it ran."""
+    ref = load_reference()
+    assert ref["recipe"] == {"optimizer": "sgd", "lr": 0.04, "momentum": 0.9, "weight_decay": 2e-4,
+                             "batch_size": 64, "epochs": 60, "milestones": [15, 30], "gamma": 0.5,
+                             "crop_padding": 4}
+    seeds = [n["seed"] for n in ref["networks"]]
+    assert len(seeds) >= 8 and len(set(seeds)) == len(seeds)
+    accs = sorted(n["test_accuracy"] for n in ref["networks"])
+    assert ref["single_median"] == pytest.approx(float(torch.tensor(accs).median()))
+    assert ref["restarts"] == sum(n["restarts"] for n in ref["networks"])
+    assert 0 < ref["ensemble_accuracy"] <= 1 and ref["date"] and ref["machine"] and ref["command"]

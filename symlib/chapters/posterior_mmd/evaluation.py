@@ -142,7 +142,9 @@ def evaluate(config, data: dict, nets: dict, samples: dict, seed: int,
             "dropout_used": samples["dropout_used"],
             "collapse": collapse,
             "reference_accuracy": nets["reference_accuracy"],
-            "ensemble_accuracy": nets["ensemble_accuracy"]}
+            "ensemble_accuracy": nets["ensemble_accuracy"],
+            "reference_restarts": nets["reference_restarts"],
+            "ensemble_restarts": nets["ensemble_restarts"]}
 
 
 

@@ -16,9 +16,15 @@ from tqdm import tqdm
 from symlib.book.data import load_mnist
 from symlib.book.parallel import fan_out
 from symlib.chapters.posterior_mmd import ood as _ood
+from symlib.chapters.symmetry_removal.reference import (
+    LEARNED_ACCURACY,
+    MNIST_MEAN,
+    MNIST_SD,
+    optunet_restart_rule,
+)
 from symlib.inference import posteriors as post
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
-from symlib.nn.training import SGDConfig, train_batched
+from symlib.nn.training import SGDConfig, train_with_restarts
 
 __all__ = [
     "LEARNED_ACCURACY",
@@ -31,8 +37,6 @@ __all__ = [
     "train_networks",
 ]
 
-MNIST_MEAN, MNIST_SD = 0.1307, 0.3081  # the usual MNIST normalisation [open]
-LEARNED_ACCURACY = 0.2  # test accuracy above which an OptuNet counts as trained (chance: 0.1)
 _TRAIN_STREAM = 0  # SeedSequence stream of the training chunks
 
 TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "lr", "momentum",
@@ -98,8 +102,14 @@ def train_networks(config, data: dict, seed: int, *,
     Training runs on ``device``; initialisation and data orders are drawn from CPU generators,
     so a GPU run trains the same networks as a CPU run up to rounding.
 
+    Every chunk applies the authors' restart rule
+    (:func:`symlib.chapters.symmetry_removal.reference.optunet_restart_rule`, checked on the
+    training images): a network below 0.15 accuracy after epoch 3 is trained again alone from
+    its next seed.
+
     Returns ``{"reference": params, "ensemble": params}`` (float32, leading model axis, on the
-    CPU) and their test accuracies.
+    CPU), their test accuracies and their restart counts (``reference_restarts``,
+    ``ensemble_restarts``).
     """
     n_ref, n_ens = config.reference_models, config.ensemble_models
     total = n_ref + n_ens
@@ -112,11 +122,13 @@ def train_networks(config, data: dict, seed: int, *,
               progress and len(chunks) == 1, str(device)) for chunk, size in chunks]
     parts = fan_out(_train_chunk, tasks, threads=config.threads, jobs=jobs,
                     progress=progress and len(chunks) > 1, desc="reference + ensemble chunks")
+    restarts = torch.cat([part.pop("restarts") for part in parts])
     trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
     acc = test_accuracies(trained, data, device)
     return {"reference": {k: v[:n_ref] for k, v in trained.items()},
             "ensemble": {k: v[n_ref:] for k, v in trained.items()},
-            "reference_accuracy": acc[:n_ref], "ensemble_accuracy": acc[n_ref:]}
+            "reference_accuracy": acc[:n_ref], "ensemble_accuracy": acc[n_ref:],
+            "reference_restarts": restarts[:n_ref], "ensemble_restarts": restarts[n_ref:]}
 
 
 def _train_chunk(config, x: torch.Tensor, y: torch.Tensor, seed: int,
@@ -124,19 +136,24 @@ def _train_chunk(config, x: torch.Tensor, y: torch.Tensor, seed: int,
     """``size`` OptuNets initialised and trained as one batch (one task).
 
     ``chunk=None`` draws from ``seed`` itself (the single batch); chunk ``c`` from a generator
-    derived from ``(seed, c)`` with numpy's SeedSequence.
+    derived from ``(seed, c)`` with numpy's SeedSequence. The restarts of network ``m`` of the
+    chunk draw from :func:`symlib.nn.training.restart_seed` ``(chunk seed, m, r)``.
+    Returns the trained parameters and ``restarts`` (per network).
     """
     if chunk is None:
-        gen = torch.Generator().manual_seed(seed)
+        chunk_seed = seed
     else:
         state = np.random.SeedSequence([seed, _TRAIN_STREAM, chunk]).generate_state(2)
-        gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+        chunk_seed = int(state[0]) << 32 | int(state[1])
+    gen = torch.Generator().manual_seed(chunk_seed)
     params = {k: v.to(device) for k, v in init_optunet(gen, size).items()}
     steps = config.epochs * (len(x) // config.batch_size)
-    trained = train_batched(_loss, params, x.to(device), y.to(device), sgd_config(config), gen,
-                            on_step=_progress_hook(steps, "reference + ensemble", progress),
-                            batched_loss_fn=optunet_cross_entropy_batched)
-    return {k: v.cpu() for k, v in trained.items()}
+    x, y = x.to(device), y.to(device)
+    trained, restarts = train_with_restarts(
+        _loss, params, x, y, sgd_config(config), gen, optunet_restart_rule(x, y, chunk_seed),
+        on_step=_progress_hook(steps, "reference + ensemble", progress),
+        batched_loss_fn=optunet_cross_entropy_batched)
+    return {**{k: v.cpu() for k, v in trained.items()}, "restarts": restarts}
 
 
 def test_accuracies(params: dict, data: dict, device: torch.device | str = "cpu") -> torch.Tensor:

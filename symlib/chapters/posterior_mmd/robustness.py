@@ -62,7 +62,7 @@ def sweep_rows(claim_id: str, choice: str):
         gate = sized_to_judge(bool(results.config.judge))
         out = []
         for setting, table in variants(results, choice).items():
-            claim = next(c for c in judge({**results["eval"], "rows": table}) if c.id == claim_id)
+            claim = next(c for c in judge({**results["eval"], "rows": table}, results.config) if c.id == claim_id)
             claim = replace(claim, preconditions=(*claim.preconditions, *gate))
             out.append({"choice": choice, "setting": setting, "this run": setting == OWN_SETTING[choice],
                         "verdict": outcome(claim.holds), "ours": claim.ours})

