@@ -339,7 +339,8 @@ class Sweep:
     (what was varied), ``setting`` (its value, as text), ``verdict`` (the reproduced column's
     outcome there: ``holds`` / ``does not hold`` / ``not judged``) and ``robust verdict`` (the
     robust column's, :attr:`symlib.book.results.Claim.robust`); the first row is the run's own
-    setting. The ledger stores the table and appends its one-line summary
+    setting (or the row whose optional ``this run`` is true). The ledger stores the table and
+    appends its one-line summary
     (:func:`symlib.book.results.depends_on`) to the claim's ``ours``.
 
     The sweep feeds the claim's robust column (:meth:`Chapter.judged_claims`): the claim is
@@ -405,7 +406,11 @@ def swept(claim: Claim, frame) -> Claim:
         gate = precondition("sweep", "the claim judged under every setting of its sensitivity sweep",
                             "not run in this profile", False, column=Column.ROBUST, source=SWEEP_SOURCE)
         return replace(claim, preconditions=(*claim.preconditions, gate))
-    others = list(frame["robust verdict"])[1:]  # the first row is the run's own setting
+    # the run's own setting: the row marked "this run" where the sweep marks one, else the first
+    own_row = (frame["this run"].astype(bool) if "this run" in frame.columns
+               else frame.index == frame.index[0])
+    others = list(frame.loc[~own_row, "robust verdict"])
+    settings = list(frame.loc[~own_row, "setting"])
     judged = [o for o in others if o != "not judged"]
     gate = precondition("sweep", f"the claim judged under every setting of its sensitivity sweep ({len(others)})",
                         f"{len(judged)} of {len(others)} judged", len(judged) == len(others),
@@ -416,7 +421,7 @@ def swept(claim: Claim, frame) -> Claim:
     if own is True and "does not hold" in judged:
         robust = {"robust_holds": False,
                   "robust_ours": f"{claim.robust_ours or claim.ours}; does not hold under "
-                                 f"{', '.join(frame['setting'].iloc[1:][[o == 'does not hold' for o in others]])}"}
+                                 f"{', '.join(s for s, o in zip(settings, others, strict=True) if o == 'does not hold')}"}
     return replace(claim, ours=f"{claim.ours}; robustness: {summary}", preconditions=(*claim.preconditions, gate),
                    **robust)
 

@@ -259,3 +259,11 @@ def test_a_reproduced_precondition_must_cite_its_source():
         replace(EXAMPLE, claims=claims(""), sweeps=()).judged_claims(results)
     [claim] = replace(EXAMPLE, claims=claims("Sec. 4"), sweeps=()).judged_claims(results)
     assert (claim.holds, claim.robust) == (True, None)
+
+
+def test_a_sweep_may_mark_the_runs_own_setting_anywhere():
+    rows = [dict(_row("0.1", "holds"), **{"this run": False}), dict(_row("0.5", "holds"), **{"this run": True}),
+            dict(_row("1e-09", "does not hold"), **{"this run": False})]
+    claim = _swept_claim(rows)
+    assert claim.preconditions[-1].measured == "2 of 2 judged" and claim.robust is False
+    assert claim.verdicts["robust"]["measured"].endswith("does not hold under 1e-09")

@@ -65,7 +65,8 @@ def sweep_rows(claim_id: str, choice: str):
             claim = next(c for c in judge({**results["eval"], "rows": table}, results.config) if c.id == claim_id)
             claim = replace(claim, preconditions=(*claim.preconditions, *gate))
             out.append({"choice": choice, "setting": setting, "this run": setting == OWN_SETTING[choice],
-                        "verdict": outcome(claim.holds), "ours": claim.ours})
+                        "verdict": outcome(claim.holds), "robust verdict": outcome(claim.robust),
+                        "ours": claim.ours})
         return out
 
     return rows

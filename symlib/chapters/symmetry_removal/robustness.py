@@ -31,6 +31,7 @@ def _row(results: RunResults, claim_id: str, choice: str, setting: str) -> dict:
     claim = dataclasses.replace(claim, preconditions=(*claim.preconditions,
                                                       *sized_to_judge(bool(results.config.judge))))
     return {"choice": choice, "setting": setting, "verdict": outcome(claim.holds),
+            "robust verdict": outcome(claim.robust),
             "failed preconditions": "; ".join(f"{p.criterion} ({p.measured})" for p in claim.failed_preconditions),
             "ours": claim.ours}
 
