@@ -30,6 +30,7 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 # Evaluated in the page once MathJax (if the page loads it) has finished typesetting.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
+const [WIDE_FACTOR, WHITE_FACTOR, FIG_TEXT_PX, MIN_TEXT_PX, MAX_DUMP_LINES] = [1.5, 3, %(fig_text_px).2f, 8, 5];
 // Tables, figures and references, inside the page's text (not the navigation).
 const layoutProbe = () => {
   const main = document.querySelector('article') || document.body;
@@ -57,7 +58,48 @@ const layoutProbe = () => {
     .flatMap((p) => Array.from(p.innerText.matchAll(/\b(Fig\.|Figure|Table)\s+(\d+[a-z]?\.\d+)\b/g)))
     .map((m) => `${m[1] === 'Figure' ? 'Fig.' : m[1]} ${m[2]}`);
   const unresolved = [...deadAnchors.map((id) => `#${id}`), ...mentioned.filter((m) => !numbers.has(m))];
-  return {wideTables, uncaptionedTables, uncaptionedFigures, unresolved};
+  // What a reader sees, beyond "it scrolls": a ledger card wider than the text column, a table
+  // whose content is far wider than its visible box, a page wider than the window, a row that is
+  // mostly empty white, a figure scaled so far down that its text is unreadable.
+  const textWidth = (main.querySelector('section') || main).getBoundingClientRect().width;
+  const wideCards = Array.from(main.querySelectorAll('.symlib-claim-card, .symlib-ledger-cards, .symlib-glance'))
+    .filter((c) => c.getBoundingClientRect().width > textWidth + 1 || c.scrollWidth > c.clientWidth + 1)
+    .map((c) => c.innerText.slice(0, 60));
+  const overflowingTables = tables.filter((t) => {
+    const box = t.parentElement.getBoundingClientRect().width;
+    return box > 0 && t.scrollWidth > WIDE_FACTOR * box;
+  }).map((t) => `${name(t)} (${Math.round(t.scrollWidth)} px in ${Math.round(t.parentElement.getBoundingClientRect().width)})`);
+  const pageWidth = document.documentElement.scrollWidth;
+  const widePage = pageWidth > window.innerWidth + 1 ? [`${pageWidth} px in a ${window.innerWidth}-px window`] : [];
+  const textHeight = (cell) => {
+    const r = document.createRange();
+    r.selectNodeContents(cell);
+    return Array.from(r.getClientRects()).reduce((h, b) => Math.max(h, b.bottom), 0) - cell.getBoundingClientRect().top;
+  };
+  const whiteRows = Array.from(main.querySelectorAll('tr')).filter((tr) => {
+    const cells = Array.from(tr.children);
+    const h = tr.getBoundingClientRect().height;
+    const text = Math.max(...cells.map(textHeight), 0);
+    return h > 120 && text > 0 && h > WHITE_FACTOR * text;
+  }).map((tr) => tr.innerText.slice(0, 60));
+  const smallFigures = Array.from(main.querySelectorAll('figure img, .cell_output img'))
+    .filter((i) => i.naturalWidth > 0 && i.getBoundingClientRect().width > 0)
+    .filter((i) => FIG_TEXT_PX * i.getBoundingClientRect().width / i.naturalWidth < MIN_TEXT_PX)
+    .map((i) => `${i.getAttribute('alt') || 'figure'}: ${i.naturalWidth} px shown at ${Math.round(i.getBoundingClientRect().width)}`);
+  // Output a reader should not see: a dict, list or object repr printed as text over a few lines.
+  const dumps = Array.from(main.querySelectorAll('.cell_output .output.text_plain pre, .cell_output pre'))
+    .map((e) => e.innerText).filter((t) => /^\s*[{[(<]/.test(t) && t.split('\n').length > MAX_DUMP_LINES)
+    .map((t) => t.slice(0, 60));
+  // TeX that never became math: a $...$ left in the text outside code and rendered math.
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  const rawMath = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement.closest('code, pre, script, style, mjx-container, .math')) continue;
+    const m = n.textContent.match(/\$[^$\s][^$]{0,80}\$/);
+    if (m) rawMath.push(m[0]);
+  }
+  return {wideTables, uncaptionedTables, uncaptionedFigures, unresolved, wideCards, overflowingTables, widePage,
+          whiteRows, smallFigures, dumps, rawMath};
 };
 const finish = () => {
   const text = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.innerText);
@@ -86,6 +128,31 @@ if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) 
 """
 
 
+READER_CHECKS = {
+    "wideCards": "claim card or ledger wider than the text column",
+    "overflowingTables": "table content more than 1.5x its visible box",
+    "widePage": "page wider than the window",
+    "whiteRows": "table row mostly empty white (over 3x its text's height)",
+    "smallFigures": "figure scaled so its text is under 8 px",
+    "dumps": "a dict or repr printed over more than 5 lines",
+    "rawMath": "raw $...$ left in the text",
+}
+"""The checks of what a reader sees (issue 29): report key -> what fails."""
+
+
+def _figure_text_px() -> float:
+    """The smallest text of a figure at full size, in pixels: the house style's smallest font
+    (legend, 9 pt) at its dpi (110): 13.75 px. A figure shown at less than 8/13.75 of its width
+    has text under 8 px."""
+    from symlib.book.plotting import HOUSE_STYLE
+
+    sizes = [v for k, v in HOUSE_STYLE.items() if k.endswith("size") and isinstance(v, (int, float))]
+    return min(sizes) * HOUSE_STYLE["savefig.dpi"] / 72
+
+
+PAGE_PROBE = PAGE_PROBE.replace("%(fig_text_px).2f", f"{_figure_text_px():.2f}")
+
+
 def problems(report: dict, console: list[dict]) -> list[str]:
     """Human-readable failures of one page."""
     out = []
@@ -109,6 +176,9 @@ def problems(report: dict, console: list[dict]) -> list[str]:
         out.append(f"figure without a caption: {report['uncaptionedFigures'][:3]}")
     if report["unresolved"]:
         out.append(f"reference that does not resolve: {report['unresolved'][:5]}")
+    for key, what in READER_CHECKS.items():
+        if report.get(key):
+            out.append(f"{what}: {report[key][:3]}")
     # The browser asks every site for /favicon.ico by itself; that 404 is not the page's fault.
     severe = [e["message"] for e in console if e.get("level") == "SEVERE" and "favicon.ico" not in e["message"]]
     if severe:
@@ -169,17 +239,34 @@ def built_pages() -> list[Path]:
     )
 
 
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+"""The windows every page is read in; at the phone's only the page and card widths are checked
+(a wide table scrolls in its box there by design)."""
+PHONE_CHECKS = ("widePage", "wideCards")
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+"""Where a screenshot of the top of every page, at each width, is kept (a CI artefact)."""
+
+
 def test_every_page_renders(browser):
     pages = built_pages()
     server = serve(HTML)
+    failures, reports = {}, {}
     try:
-        failures, reports = {}, {}
-        for page in pages:
-            rel = page.relative_to(HTML).as_posix()
-            report, issues = check_page(browser, f"http://127.0.0.1:{server.server_address[1]}/{rel}")
-            reports[rel] = report
-            if issues:
-                failures[rel] = issues
+        for device, (width, height) in WIDTHS.items():
+            browser.set_window_size(width, height)
+            (SCREENSHOTS / device).mkdir(parents=True, exist_ok=True)
+            for page in pages:
+                rel = page.relative_to(HTML).as_posix()
+                report, issues = check_page(browser, f"http://127.0.0.1:{server.server_address[1]}/{rel}")
+                browser.save_screenshot(str(SCREENSHOTS / device / (rel.replace("/", "__")[:-5] + ".png")))
+                if device == "phone":
+                    issues = [i for i in problems({k: v for k, v in report.items()
+                                                   if k not in READER_CHECKS or k in PHONE_CHECKS}, [])]
+                    issues = [i for i in issues if any(READER_CHECKS[k] in i for k in PHONE_CHECKS)]
+                else:
+                    reports[rel] = report
+                if issues:
+                    failures[f"{rel} at {width} px"] = issues
     finally:
         server.shutdown()
     assert not failures, "\n".join(f"{page}: {'; '.join(i)}" for page, i in failures.items())
@@ -250,3 +337,39 @@ def test_layout_checks_catch_wide_uncaptioned_and_dangling(browser, tmp_path):
     text = " ".join(issues)
     for expected in ("wider than the text", "table without a caption", "figure without a caption", "does not resolve"):
         assert expected in text, (expected, issues)
+
+
+READER_CONTROL = """<!doctype html><html><head><title>reader</title></head><body><article style="width:400px">
+<section><div class="symlib-claim-card" style="width:900px">a card wider than the text</div>
+<div style="overflow-x:auto"><table><caption>Table 9.2 wide</caption><tr>""" + "<td>wide&nbsp;cell&nbsp;number&nbsp;one</td>" * 8 + """</tr></table></div>
+<div style="overflow-x:auto"><table><caption>Table 9.3 white</caption><tr><td>short</td><td><div style="height:400px"></div></td></tr></table></div>
+<figure><img style="width:100px" alt="shrunk" src="data:image/png;base64,""" + "iVBORw0KGgoAAAANSUhEUgAAAZAAAAABCAIAAAB/kG/JAAAAEklEQVR4nGNoGAWjYBSMgiECAMMiWB+acMO3AAAAAElFTkSuQmCC" + """">
+<figcaption><span class="caption-number">Fig. 9.2 </span>shrunk</figcaption></figure>
+<div class="cell_output"><pre>{'a': 1,
+ 'b': 2,
+ 'c': 3,
+ 'd': 4,
+ 'e': 5,
+ 'f': 6}</pre></div>
+<p>An Improved $\\widehat R$ for MCMC, and <code>$HOME$</code> is code.</p>
+<div style="width:2000px">a page wider than the window</div></section></article></body></html>"""
+
+
+def test_reader_checks_catch_what_a_reader_cannot_read(browser, tmp_path):
+    """Negative control for the checks of issue 29: each fires on its own fault, and only there."""
+    (tmp_path / "reader.html").write_text(READER_CONTROL)
+    server = serve(tmp_path)
+    try:
+        browser.set_window_size(*WIDTHS["desktop"])
+        report, issues = check_page(browser, f"http://127.0.0.1:{server.server_address[1]}/reader.html")
+    finally:
+        server.shutdown()
+    assert report["wideCards"] == ["a card wider than the text"]
+    assert len(report["overflowingTables"]) == 1 and "Table 9.2" in report["overflowingTables"][0]
+    assert len(report["whiteRows"]) == 1 and report["whiteRows"][0].startswith("short")
+    assert len(report["smallFigures"]) == 1 and report["smallFigures"][0].startswith("shrunk: 400 px shown at 100")
+    assert len(report["dumps"]) == 1 and report["rawMath"] == ["$\\widehat R$"]
+    assert report["widePage"] and report["widePage"][0].endswith("in a 1280-px window")
+    text = " ".join(issues)
+    for what in READER_CHECKS.values():
+        assert what in text, (what, issues)

@@ -89,7 +89,8 @@ def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", an
         f'<tr{" class=" + chr(34) + "symlib-stale" + chr(34) if tier in stale_tiers else ""}><th scope="row">'
         f"{html.escape(tier)}</th>" + "".join(f"<td>{_cell(c, col, kind)}</td>" for col in _COLUMNS) + "</tr>"
         for tier, c in tiers.items())
-    grid = (f'<table class="symlib-verdicts"><thead><tr><th></th><th>reproduced</th><th>robust</th></tr></thead>'
+    grid = (f'<table class="symlib-verdicts"><caption class="symlib-sr">The two verdicts of this claim, per tier'
+            "</caption><thead><tr><th></th><th>reproduced</th><th>robust</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>")
     facts = [("paper", html.escape(claim["paper"]), ' class="symlib-paper"')]
     for tier, c in tiers.items():

@@ -212,6 +212,9 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     quick, other = _cells(table, formats, full if merged else None)
     both = [c for c in cols if merged and other[c] != quick[c]]
     stale_cls = " symlib-stale" if stale else ""
+    if both:  # the published run in front, this build's numbers one click away: one tier at a time
+        return _full_in_front(table, full, label=label, anchor=anchor, full_record=full_record, stale=stale,
+                              formats=formats, paper_columns=paper_columns, hide=hide, differ=both)
 
     def paper(c):
         return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
@@ -320,6 +323,25 @@ def _shown(run) -> list:
 
 
 # --------------------------------------------------------------------------- ledger
+
+
+def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_record: dict | None,
+                   stale: list[str] | None, formats: dict, paper_columns, hide: tuple, differ: list[str]) -> str:
+    """A table whose numbers differ between this build and the published `full` run: the full
+    run's, numbered and in front (its differing cells marked), then this build's in a collapsed
+    box. One tier at a time keeps the table as wide as one run's, not two interleaved."""
+    front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""))
+    stale_cls = " symlib-stale" if stale else ""
+    shown = render_table(front, label=label, anchor=anchor, formats=formats, paper_columns=paper_columns, hide=hide)
+    shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
+    tier = ('<p class="symlib-tier-note">Numbers of the published full run (the most converged); '
+            f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
+            + (provenance_line(full_record, stale or []) if full_record is not None else "") + "</p>")
+    this = render_table(table, label=f"{label} (this build)", anchor=f"{anchor}-this-build", formats=formats,
+                        paper_columns=paper_columns, hide=hide)
+    return (shown.removesuffix("</div>") + tier + "</div>"
+            + f'<details class="symlib-other-tier"><summary>This build\'s numbers for {html.escape(label)}</summary>'
+            + this + "</details>")
 
 
 def _status(verdict: str, kind: str = "claim") -> tuple[str, str]:

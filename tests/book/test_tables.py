@@ -75,9 +75,13 @@ def test_tables_numbered_and_captioned_without_full_run(run, publish_fake):
 def test_full_numbers_beside_quick_with_provenance(run, publish_fake):
     publish_fake(_frame(rmse=(0.05, 0.06)))
     out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
-    assert '<th colspan="2">train RMSE</th>' in out  # differing column: quick and full side by side
-    assert '<th rowspan="2" class="symlib-paper">RMSE (paper)</th>' in out  # paper numbers once
-    assert ">0.050<" in out and ">0.123<" in out
+    # differing numbers: the full run's table in front, numbered; this build's one click away
+    front, this_build = out.split('<details class="symlib-other-tier">')
+    assert '<span class="caption-number">Table 1.1 </span>' in front and ">0.05" in front and "0.123" not in front
+    assert "1 of its columns differ from this build's (train RMSE)" in front
+    assert '<span class="caption-number">Table 1.1 (this build) </span>' in this_build and ">0.123<" in this_build
+    assert front.count('<th class="symlib-paper">RMSE (paper)</th>') == 1  # paper numbers once per table
+    assert "colspan" not in out  # no interleaved quick/full columns
     assert "computed on cuda at commit <code>abcdef123456</code>, published 2026-01-02" in out
     assert "older version" not in out
 

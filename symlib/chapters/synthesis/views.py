@@ -90,8 +90,10 @@ def plot_quality_vs_cost(results: RunResults):
     import matplotlib.pyplot as plt
 
     names = list(results["benchmarks"])
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
-    for ax, n in zip(axes[0], names):
+    # one panel per row, as wide as the text column: side by side, three panels were shrunk to
+    # half size on the page and their text was about 5 px high
+    fig, axes = plt.subplots(len(names), 1, figsize=(6.4, 2.5 * len(names) + 0.9), squeeze=False)
+    for ax, n in zip(axes[:, 0], names):
         t = results["benchmarks"][n]["table"]
         for i, r in t[t.method != GOLD].iterrows():
             ax.errorbar(r["time (s)"], r["TV to gold"], xerr=r["time (s) se"], yerr=r["TV to gold se"],
@@ -103,8 +105,7 @@ def plot_quality_vs_cost(results: RunResults):
         ax.set_xlabel("wall time of the fit (s)")
         ax.set_ylabel("predictive TV to the gold standard")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize="small", bbox_to_anchor=(0.5, -0.12))
-    fig.tight_layout()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")  # the house constrained layout
     return fig
 
 
