@@ -71,16 +71,24 @@ const layoutProbe = () => {
   }).map((t) => `${name(t)} (${Math.round(t.scrollWidth)} px in ${Math.round(t.parentElement.getBoundingClientRect().width)})`);
   const pageWidth = document.documentElement.scrollWidth;
   const widePage = pageWidth > window.innerWidth + 1 ? [`${pageWidth} px in a ${window.innerWidth}-px window`] : [];
+  // A row mostly white: taller than 200 px, and filled by the text of one cell only: every
+  // other cell's text is under 1/WHITE_FACTOR of the row's height (a long text squeezed into a
+  // narrow column beside short ones, or an empty tall cell).
   const textHeight = (cell) => {
-    const r = document.createRange();
-    r.selectNodeContents(cell);
-    return Array.from(r.getClientRects()).reduce((h, b) => Math.max(h, b.bottom), 0) - cell.getBoundingClientRect().top;
+    const w = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let top = Infinity, bottom = -Infinity;
+    for (let n = w.nextNode(); n; n = w.nextNode()) {
+      if (!n.textContent.trim()) continue;
+      const r = document.createRange();
+      r.selectNodeContents(n);
+      for (const b of r.getClientRects()) { top = Math.min(top, b.top); bottom = Math.max(bottom, b.bottom); }
+    }
+    return bottom > top ? bottom - top : 0;
   };
   const whiteRows = Array.from(main.querySelectorAll('tr')).filter((tr) => {
-    const cells = Array.from(tr.children);
     const h = tr.getBoundingClientRect().height;
-    const text = Math.max(...cells.map(textHeight), 0);
-    return h > 120 && text > 0 && h > WHITE_FACTOR * text;
+    const heights = Array.from(tr.children).map(textHeight).sort((a, b) => b - a);
+    return h > 200 && heights.length > 1 && heights[1] * WHITE_FACTOR < h;
   }).map((tr) => tr.innerText.slice(0, 60));
   const smallFigures = Array.from(main.querySelectorAll('figure img, .cell_output img'))
     .filter((i) => i.naturalWidth > 0 && i.getBoundingClientRect().width > 0)
@@ -132,7 +140,7 @@ READER_CHECKS = {
     "wideCards": "claim card or ledger wider than the text column",
     "overflowingTables": "table content more than 1.5x its visible box",
     "widePage": "page wider than the window",
-    "whiteRows": "table row mostly empty white (over 3x its text's height)",
+    "whiteRows": "table row mostly empty white (one cell over 3x the height of the others' text)",
     "smallFigures": "figure scaled so its text is under 8 px",
     "dumps": "a dict or repr printed over more than 5 lines",
     "rawMath": "raw $...$ left in the text",
@@ -342,7 +350,7 @@ def test_layout_checks_catch_wide_uncaptioned_and_dangling(browser, tmp_path):
 READER_CONTROL = """<!doctype html><html><head><title>reader</title></head><body><article style="width:400px">
 <section><div class="symlib-claim-card" style="width:900px">a card wider than the text</div>
 <div style="overflow-x:auto"><table><caption>Table 9.2 wide</caption><tr>""" + "<td>wide&nbsp;cell&nbsp;number&nbsp;one</td>" * 8 + """</tr></table></div>
-<div style="overflow-x:auto"><table><caption>Table 9.3 white</caption><tr><td>short</td><td><div style="height:400px"></div></td></tr></table></div>
+<div style="overflow-x:auto"><table><caption>Table 9.3 white</caption><tr><td>short</td><td style="width:3em">""" + "long text squeezed into a narrow column " * 12 + """</td></tr></table></div>
 <figure><img style="width:100px" alt="shrunk" src="data:image/png;base64,""" + "iVBORw0KGgoAAAANSUhEUgAAAZAAAAABCAIAAAB/kG/JAAAAEklEQVR4nGNoGAWjYBSMgiECAMMiWB+acMO3AAAAAElFTkSuQmCC" + """">
 <figcaption><span class="caption-number">Fig. 9.2 </span>shrunk</figcaption></figure>
 <div class="cell_output"><pre>{'a': 1,

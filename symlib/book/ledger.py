@@ -18,6 +18,7 @@ A record written before the two columns existed has no robust verdict: its robus
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
 
 from symlib.book.results import Column, outcome
@@ -139,7 +140,11 @@ def _table(label: str, anchor: str, caption: str, head: list[str], rows: list[li
     def attrs(h):
         return ' class="symlib-paper"' if h == "paper" else ""
 
-    ths = "".join(f"<th{attrs(h)}>{html.escape(h)}</th>" for h in head)
+    def width(i):  # a column of sentences: wide enough to read (symlib.book.tables.LONG_TEXT)
+        longest = max((len(re.sub(r"<[^>]+>", "", row[i])) for row in rows), default=0)
+        return ' style="min-width: 20em"' if longest > 80 else ""
+
+    ths = "".join(f"<th{attrs(h)}{width(i)}>{html.escape(h)}</th>" for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(f"<td{attrs(h)}>{x}</td>" for h, x in zip(head, row, strict=True)) + "</tr>"
                    for row in rows)
     return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table{cls}">'
@@ -172,18 +177,23 @@ def counts_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
 
 
 def claims_html(records: Mapping[str, Mapping | None], *, label: str, anchor: str, caption: str) -> str:
-    """:func:`claim_rows` as a captioned table, each claim linked to the section of its chapter
-    that measures it (the record's ``notes.claim_sections``) and its verdicts as badges."""
-    from symlib.book.tables import status_badge
+    """:func:`claim_rows` as captioned cards (:func:`symlib.book.cards.claim_card`), one per
+    claim, grouped by chapter: the claim (linked to the section of its chapter that measures it,
+    the record's ``notes.claim_sections``), the paper's value, ours, both verdicts and, for a
+    column that does not judge it, what stops it. Cards, not a table: five columns of sentences
+    do not fit a text column."""
+    from symlib.book.cards import claim_card
 
-    frame = claim_rows(records)
-    head = ["claim", "paper", "ours", "reproduced", "robust", "what stops a verdict"]
-    rows = []
-    for _, r in frame.iterrows():
-        sections = ((records[r["chapter"]] or {}).get("notes") or {}).get("claim_sections") or {}
-        text = f'{html.escape(r["chapter"])}: {html.escape(r["claim"])}'
-        if section := sections.get(r["id"]):
-            text = f'<a class="reference internal" href="{html.escape(r["chapter"])}.html#{html.escape(section)}">{text}</a>'
-        rows.append([text, html.escape(r["paper"]), html.escape(r["ours"]), status_badge(r["reproduced"]),
-                     status_badge(r["robust"]), html.escape(r["what stops a verdict"])])
-    return _table(label, anchor, caption, head, rows, cls=" symlib-ledger")
+    parts = []
+    for chapter, record in records.items():
+        claims = _claims(record)
+        if not claims:
+            continue
+        sections = ((record or {}).get("notes") or {}).get("claim_sections") or {}
+        cards = "".join(claim_card(c, tiers={"full (published)": c},
+                                   href=f"{chapter}.html#{sections[c['id']]}" if c["id"] in sections else "")
+                        for c in claims)
+        parts.append(f'<p class="symlib-chapter-head">{html.escape(chapter)}</p>{cards}')
+    body = "".join(parts) or "<p>No claim is published yet.</p>"
+    return (f'<div class="symlib-ledger-cards" id="{anchor}"><p class="symlib-caption"><span class="caption-number">'
+            f'{html.escape(label)} </span><span class="caption-text">{html.escape(caption)}</span></p>{body}</div>')

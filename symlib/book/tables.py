@@ -59,6 +59,14 @@ of the same numbers (a rerun, a run resumed from the cache, a serial and a paral
 it (``"component sd s"``, a standard deviation, is not one)."""
 
 
+LONG_TEXT = 80
+"""A column with a cell longer than this (characters) gets a minimum width: squeezed beside
+short columns, a sentence becomes a tall, mostly white row."""
+COMPACT_COLUMNS = 12
+"""Tables with at least this many columns are set compact (smaller type, tighter cells), so
+that one run's table of a paper's many metrics fits the text column."""
+
+
 def is_timing_column(name) -> bool:
     """Whether the column ``name`` holds wall-clock times (:data:`TIMING_COLUMN`)."""
     return bool(TIMING_COLUMN.search(str(name)))
@@ -220,6 +228,8 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
 
     def th(c, **attrs):
+        if max((len(v) for v in quick[c]), default=0) > LONG_TEXT:  # a column of sentences: wide enough to read
+            attrs["style"] = "min-width: 20em"
         extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
         return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"
 
@@ -252,7 +262,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     source = f' <span class="symlib-source">Source: {html.escape(table["source"])}.</span>' if table.get("source") else ""
     parts = [
         f'<div class="symlib-table-scroll" id="{anchor}">',
-        '<table class="symlib-table">',
+        f'<table class="symlib-table{" symlib-compact" if len(cols) >= COMPACT_COLUMNS else ""}">',
         f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span>{source}</caption>',
         *head, *body, "</table>",
     ]

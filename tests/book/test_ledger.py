@@ -83,14 +83,16 @@ def test_no_claims():
     assert ledger.totals_sentence({}) == "No claim is judged yet in the published full runs."
 
 
-def test_html_tables_link_claims_and_show_both_columns():
+def test_html_links_claims_and_shows_both_columns():
     record = _record()
     record["notes"] = {"claim_sections": {"both-hold": "section-a"}}
-    out = ledger.claims_html({"01_made_up": record}, label="Table 2", anchor="claims", caption="every claim")
-    assert out.count("<tr>") == 1 + 4  # head + one row per claim, no code check
-    assert '<a class="reference internal" href="01_made_up.html#section-a">01_made_up: A holds</a>' in out
+    out = ledger.claims_html({"01_made_up": record, "02_none": None}, label="Table 2", anchor="claims",
+                             caption="every claim")
+    assert out.count('class="symlib-claim-card"') == 4  # one per claim, no code check, nothing for a missing record
+    assert '<p class="symlib-chapter-head">01_made_up</p>' in out and "02_none" not in out
+    assert '<a class="reference internal" href="01_made_up.html#section-a">A holds</a>' in out
     assert "✓ holds" in out and "✗ does not hold" in out and "○ not judged" in out
-    assert "split R-hat &lt;= 1.01 (reached: 1.3)" in out
+    assert "reached 1.3; judging needs split R-hat &lt;= 1.01" in out
     counts = ledger.counts_html({"01_made_up": record, "02_old": _old_record()}, label="Table 1", anchor="n",
                                 caption="tally")
     assert "robust: not recorded" in counts and counts.count("<tr>") == 1 + 3

@@ -203,3 +203,11 @@ def test_the_ledger_shows_both_verdicts_and_marks_each_preconditions_column():
     assert "(robust column)" in html_out and "(reproduced column; source: authors&#x27; hmc.py)" in html_out
     old_html = tables.render_ledger({"profile": "quick", "claims": [old]}, label="T", anchor="t")
     assert old_html.count(tables.status_badge("—")) == 1  # no robust verdict recorded: a dash
+
+
+def test_a_table_of_many_columns_is_set_compact():
+    wide = {"caption": "c", "source": "", "columns": [f"m{i}" for i in range(tables.COMPACT_COLUMNS)],
+            "rows": [[1.0] * tables.COMPACT_COLUMNS]}
+    narrow = dict(wide, columns=wide["columns"][:3], rows=[[1.0] * 3])
+    assert 'class="symlib-table symlib-compact"' in tables.render_table(wide, label="T", anchor="t")
+    assert 'class="symlib-table"' in tables.render_table(narrow, label="T", anchor="t")

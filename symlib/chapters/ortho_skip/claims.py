@@ -229,11 +229,19 @@ def robustness_rows(results: RunResults, claim_id: str) -> list[dict]:
         (claim,) = [c for c in claims(res) if c.id == claim_id]
         # the smoke gate, as the chapter's judge_field applies it to the ledger's claims
         claim = dataclasses.replace(claim, preconditions=(*claim.preconditions, *sized_to_judge(res.config.judge)))
-        failed = "; ".join(f"{p.criterion} ({p.measured})" + ("" if p.column is Column.BOTH else f" [{p.column.value}]")
+        # short: the name and the value reached (the ledger's card states each criterion in full)
+        failed = "; ".join(f"{_what(p)}: {p.measured}" + ("" if p.column is Column.BOTH else f" [{p.column.value}]")
                            for p in claim.preconditions if not p.met)
         rows.append({"choice": choice, "setting": setting, "verdict": outcome(claim.holds),
                      "robust verdict": outcome(claim.robust), "failed preconditions": failed, "ours": claim.ours})
     return rows
+
+
+def _what(p) -> str:
+    """What a precondition is about, briefly: the criterion's subject before its colon (``ELBO
+    of plain``), else its name."""
+    head = p.criterion.split(":", 1)[0]
+    return head if ":" in p.criterion and len(head) <= 40 else p.name
 
 
 SWEEPS = tuple(Sweep(cid, lambda results, cid=cid: robustness_rows(results, cid),
