@@ -194,15 +194,22 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     """A one-line account of a record: claims held / not / not judged, device, date, commit."""
     if record is None:
         return "not published"
+    from symlib.book.ledger import COLUMNS, column_outcome
+
     claims = [c for c in record["claims"] if c.get("kind", "claim") == "claim"]
-    held = sum(c["holds"] is True for c in claims)
-    failed = sum(c["holds"] is False for c in claims)
+    tallies = []
+    for column in COLUMNS:
+        got = [column_outcome(c, column) for c in claims]
+        parts = [f"{got.count(o)} {word}" for o, word in (("holds", "hold"), ("does not hold", "do not"),
+                                                         ("not judged", "not judged"), ("not recorded", "not recorded"))
+                 if got.count(o) or o != "not recorded"]
+        tallies.append(f"{column}: {', '.join(parts)}")
     computed = record.get("computed") or {}
     commit = (computed.get("commit") or (record.get("provenance") or {}).get("commit") or "unknown commit")[:12]
     took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
-    line = (f"{held} hold, {failed} do not, {len(claims) - held - failed} not judged "
-            f"(computed on {computed.get('device') or record['device']} in {took}, commit {commit}; "
-            f"published {record.get('published', '')[:10]})")
+    date = (record.get("published") or "")[:10]
+    line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
+            f"commit {commit}{f'; published {date}' if date else ''})")
     return line + (f" — from an older version of the code: {'; '.join(stale)}" if stale else "")
 
 
