@@ -138,6 +138,9 @@ def _link_api_names(app, doctree, fromdocname):
             continue
         name = m[1]
         entry = py.objects.get(name) or py.modules.get(name)
+        parts = name.split(".")
+        if entry is None and len(parts) > 3:  # symlib.pkg.module.f: documented at its public home, symlib.pkg.f
+            entry = py.objects.get(".".join([*parts[:2], parts[-1]]))
         if entry is None:
             continue
         uri = app.builder.get_relative_uri(fromdocname, entry.docname) + "#" + entry.node_id

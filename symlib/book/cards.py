@@ -78,7 +78,8 @@ def _preconditions(claim: dict | None, tier: str) -> str:
 def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", anchor: str = "",
                stale_tiers: tuple[str, ...] = ()) -> str:
     """One claim's card. ``tiers``: tier name -> that tier's stored version of the claim (None:
-    the tier's record lacks it), the first being the claim itself (this build)."""
+    the tier's record lacks it), in the order shown; ``claim`` gives the text, the paper's value
+    and the criterion."""
     kind = claim.get("kind", "claim")
     title = html.escape(claim["text"])
     if href:
@@ -115,9 +116,9 @@ def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | Non
     full_tier = "full (published)"
     cards = []
     for c in meta["claims"]:
-        tiers = {f"{run} (this build)": c}
-        if full_record is not None:
-            tiers[full_tier] = full_claims.get(c["id"])
+        # the most converged run first: the published full run, then this build
+        tiers = {full_tier: full_claims.get(c["id"])} if full_record is not None else {}
+        tiers[f"{run} (this build)"] = c
         section = (sections or {}).get(c["id"])
         href = f"{link_prefix}#{section}" if section else ""
         cards.append(claim_card(c, tiers=tiers, href=href, anchor="" if link_prefix else f"claim-{c['id']}",

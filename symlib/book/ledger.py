@@ -156,13 +156,15 @@ def _table(label: str, anchor: str, caption: str, head: list[str], rows: list[li
 def counts_html(records: Mapping[str, Mapping | None], *, label: str, anchor: str, caption: str,
                 link_prefix: str | None = None) -> str:
     """:func:`counts` as a captioned table: per chapter and column, ✓ holds / ✗ does not hold /
-    ○ not judged; with ``link_prefix``, each chapter links to ``<link_prefix><chapter>.html``
-    (``label`` may be empty: an unnumbered table)."""
+    ○ not judged (two header rows: the column, then the outcome); with ``link_prefix``, each
+    chapter links to ``<link_prefix><chapter>.html`` (``label`` may be empty: an unnumbered table)."""
     frame = counts(records)
     extra = f"robust: {NOT_RECORDED}" in frame.columns
-    head = ["chapter", "claims", *(f"{col}: {sym}" for col in COLUMNS for sym in ("✓", "✗", "○")),
-            *(["robust: not recorded"] if extra else [])]
-    rows = []
+    head = ('<tr><th rowspan="2">chapter</th><th rowspan="2">claims</th>'
+            + "".join(f'<th colspan="{3 + (extra and col == "robust")}">{col}</th>' for col in COLUMNS) + "</tr><tr>"
+            + "".join(f'<th title="{o}">{sym}</th>' for _ in COLUMNS for sym, o in zip("✓✗○", OUTCOMES, strict=True))
+            + ('<th title="published before the two columns">not recorded</th>' if extra else "") + "</tr>")
+    body = []
     for _, r in frame.iterrows():
         name = html.escape(str(r["chapter"]))
         if link_prefix is not None and r["chapter"] in records:
@@ -171,9 +173,12 @@ def counts_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
         cells += [str(int(r[f"{col}: {o}"])) for col in COLUMNS for o in OUTCOMES]
         if extra:
             cells.append(str(int(r[f"robust: {NOT_RECORDED}"])))
-        rows.append(cells)
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     caption += " (✓ holds, ✗ does not hold, ○ not judged)"
-    return _table(label, anchor, caption, head, rows)
+    number = f'<span class="caption-number">{html.escape(label)} </span>' if label else ""
+    return (f'<div class="symlib-table-scroll" id="{anchor}"><table class="symlib-table symlib-counts">'
+            f'<caption>{number}<span class="caption-text">{html.escape(caption)}</span></caption>'
+            f'<thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>')
 
 
 def claims_html(records: Mapping[str, Mapping | None], *, label: str, anchor: str, caption: str) -> str:

@@ -4,13 +4,17 @@ Every results file records them, so a published run can be compared with the cod
 of a later checkout: when either hash differs, the numbers were made by an older version.
 
 - The *profile hash* covers the profile's values (the dataclass, as canonical JSON).
-- The *code hash* covers what can change a chapter's numbers: the library outside
-  ``symlib/chapters/`` (methods and book machinery, Stan programs included), the chapter's own
-  package and its notebook. Other chapters' packages are left out, so editing chapter 3 does not
-  mark chapter 1 as stale.
+- The *code hash* covers what can change a chapter's numbers: the chapter's own package, its
+  notebook, and the library modules they import, directly or through other modules (with the
+  Stan programs and data files beside them, and the book machinery, which imports chapters by
+  name), less the modules that only lay out pages (:data:`RENDERING_ONLY`). Other chapters'
+  packages and modules the chapter never imports are left out, so editing chapter 3 or adding a
+  sampler chapter 1 does not use leaves chapter 1's published run current
+  (:data:`HASH_SCHEME` 2; records written before it were hashed over the whole library and
+  are compared that way).
 - The *stage code hash* (:func:`stage_code_hash`) is what every cache entry records of the code
-  that computed it: the same library files, the chapter's package and the chapter packages it
-  imports, without the notebook (stages compute in the library). The cache recomputes an entry
+  that computed it: the chapter's package, the chapter packages it names and the modules they
+  import, without the notebook (stages compute in the library). The cache recomputes an entry
   whose stage code hash is not this checkout's, and results files carry the hashes of the
   entries they were made from, so a published run is compared with the code that computed its
   numbers, not only with the code that rendered them.
@@ -28,11 +32,13 @@ from pathlib import Path
 from symlib.book.paths import project_root
 
 __all__ = [
+    "HASH_SCHEME",
     "chapter_of",
     "chapter_package_dir",
     "code_hash",
     "declared",
     "git_commit",
+    "import_closure",
     "package_of_chapter",
     "profile_hash",
     "provenance",
@@ -61,16 +67,30 @@ def chapter_package_dir(config) -> Path | None:
 
 RENDERING_ONLY = frozenset(
     f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths",
-                                     "side_by_side", "linkcheck", "compare", "ledger", "cards")
+                                     "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc")
 )
 """Modules that lay out pages or move files and change no number or verdict of a run: a change to
 them does not make a published run stale."""
 
 
-def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None) -> str:
-    """A short hash of the code behind a chapter's numbers and verdicts: the library outside
-    ``chapters/`` (less :data:`RENDERING_ONLY`), one chapter's package and its notebook."""
-    return _digest([chapter_dir] if chapter_dir is not None else [], notebook)
+HASH_SCHEME = 2
+"""How the code hashes are computed; results files record it (``provenance.hash_scheme``).
+
+1 (records without the field): the whole library outside ``chapters/`` (less
+:data:`RENDERING_ONLY`), so any change to any module made every published run stale.
+2: only the modules a chapter's code imports, directly or through other modules (static
+``import`` / ``from ... import`` statements, anywhere in a file), with the package ``__init__``
+files on their way and the data files (``.stan``, ``.json``) beside them: a change to a module
+the chapter never imports leaves its runs current."""
+
+
+def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None, *, scheme: int = HASH_SCHEME) -> str:
+    """A short hash of the code behind a chapter's numbers and verdicts: its package, the library
+    modules it and its notebook import (:data:`HASH_SCHEME`; less :data:`RENDERING_ONLY`) and the
+    notebook. Without a chapter, or with ``scheme=1``, the whole library outside ``chapters/``."""
+    if scheme == 1 or chapter_dir is None:
+        return _digest([chapter_dir] if chapter_dir is not None else [], notebook)
+    return _closure_digest([Path(chapter_dir)], notebook)
 
 
 def chapter_of(experiment: str) -> str:
@@ -105,13 +125,14 @@ def declared(chapter: str):
     return value if isinstance(value, Chapter) else None
 
 
-def stage_code_hash(experiment: str) -> str:
+def stage_code_hash(experiment: str, *, scheme: int = HASH_SCHEME) -> str:
     """A short hash of the code behind the cached stages of ``experiment`` (or a chapter name).
 
-    The library outside ``chapters/`` (less :data:`RENDERING_ONLY`), the chapter's package and
-    the chapter packages that package names (``symlib.chapters.<other>``); no notebook. An
-    experiment that maps to no chapter package (:func:`package_of_chapter`) counts every
-    chapter package, so that no change can go unnoticed.
+    The chapter's package, the chapter packages that package names (``symlib.chapters.<other>``)
+    and the library modules they import (:data:`HASH_SCHEME` 2; scheme 1: the whole library
+    outside ``chapters/``), less :data:`RENDERING_ONLY`; no notebook. An experiment that maps to
+    no chapter package (:func:`package_of_chapter`) counts the whole library and every chapter
+    package, so that no change can go unnoticed.
     """
     own = package_of_chapter(chapter_of(experiment))
     if own is None:
@@ -119,8 +140,97 @@ def stage_code_hash(experiment: str) -> str:
     others = set()
     for path in own.rglob("*.py"):
         others.update(re.findall(r"symlib\.chapters\.(\w+)", path.read_text(errors="replace")))
-    folders = [own, *(SYMLIB / "chapters" / name for name in sorted(others))]
-    return _digest([f for f in folders if f.is_dir()], None)
+    folders = [f for f in [own, *(SYMLIB / "chapters" / name for name in sorted(others))] if f.is_dir()]
+    return _digest(folders, None) if scheme == 1 else _closure_digest(folders, None)
+
+
+def _module_file(name: str, root: Path) -> Path | None:
+    """The source file of module ``name`` (``symlib.a.b``) under ``root`` (the folder holding
+    ``symlib/``): ``a/b.py`` or ``a/b/__init__.py``; None if it is not a module (a name)."""
+    base = root.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported_names(path: Path, root: Path) -> set[str]:
+    """The ``symlib`` modules (or names in them) a file imports, statically, at any depth."""
+    import ast
+
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    if path.name == "__init__.py":
+        package = module.removesuffix(".__init__")
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return {n for n in out if n == "symlib" or n.startswith("symlib.")}
+
+
+def _notebook_imports(notebook: Path) -> set[str]:
+    """The ``symlib`` modules a MyST notebook's code imports (a line-based scan: cells may hold
+    IPython syntax that is not Python)."""
+    out = set()
+    for m in re.finditer(r"^\s*(?:from\s+(symlib[\w.]*)\s+import\s+\(?([\w, ]+)|import\s+(symlib[\w.]*))",
+                         notebook.read_text(errors="replace"), flags=re.MULTILINE):
+        if m[3]:
+            out.add(m[3])
+        else:
+            out.add(m[1])
+            out.update(f"{m[1]}.{n.strip()}" for n in m[2].split(",") if n.strip())
+    return out
+
+
+def import_closure(start: list[Path], names: set[str] = frozenset(), *, root: Path | None = None) -> set[Path]:
+    """Every source file the files ``start`` (and modules ``names``) need: the modules they
+    import, recursively, each package ``__init__`` on the way, and the data files (``.stan``,
+    ``.json``) in the folders of those modules. Static: an import by a computed name is not seen,
+    so keep such imports to the book machinery (:func:`declared`), which is hashed whole."""
+    root = root or SYMLIB.parent
+    files, todo = set(), list(start)
+    todo += [f for n in names if (f := _module_file(n, root))]
+    while todo:
+        path = todo.pop()
+        if path in files or not path.is_file():
+            continue
+        files.add(path)
+        rel = path.relative_to(root).parts
+        for i in range(1, len(rel)):  # the packages it sits in
+            init = root.joinpath(*rel[:i], "__init__.py")
+            if init.is_file() and init not in files:
+                todo.append(init)
+        if path.suffix == ".py":
+            todo += [f for n in _imported_names(path, root) if (f := _module_file(n, root))]
+    folders = {p.parent for p in files if p.suffix == ".py"}
+    data = {p for d in folders for p in d.iterdir() if p.suffix in (".stan", ".json") and p.is_file()}
+    return files | data
+
+
+def _closure_digest(chapter_dirs: list[Path], notebook: Path | None) -> str:
+    """Hash (:data:`HASH_SCHEME` 2) the chapter packages ``chapter_dirs``, the modules they and
+    ``notebook`` import (:func:`import_closure`, less :data:`RENDERING_ONLY`) and ``notebook``.
+    The book machinery the pipeline runs every chapter with (``symlib/book``, less rendering) is
+    always included: it imports chapters by name, which a static scan cannot follow."""
+    start = [p for d in chapter_dirs for p in Path(d).resolve().rglob("*") if p.is_file() and p.suffix in (".py", ".stan", ".json")]
+    start += [p for p in (SYMLIB / "book").glob("*.py")]
+    names = _notebook_imports(notebook) if notebook is not None and notebook.is_file() else set()
+    files = sorted(p for p in import_closure(start, names) if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
+    digest = hashlib.sha256(b"scheme 2\0")
+    for path in files:
+        digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + path.read_bytes() + b"\0")
+    if notebook is not None and notebook.is_file():
+        digest.update(b"notebook\0" + notebook.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _digest(chapter_dirs: list[Path], notebook: Path | None) -> str:
@@ -170,6 +280,7 @@ def provenance(chapter: str, config) -> dict:
     notebook = root / "notebooks" / f"{chapter}.md" if root is not None else None
     return {
         "commit": git_commit(),
+        "hash_scheme": HASH_SCHEME,
         "profile_hash": profile_hash(config),
         "code_hash": code_hash(chapter_package_dir(config), notebook),
         "profile_values": json.loads(

@@ -133,7 +133,8 @@ def load(chapter: str, directory: Path | None = None) -> dict | None:
 def staleness(record: dict, current_profile, notebook: Path | None = None) -> list[str]:
     """Why a published record no longer matches this version ([] when it does).
 
-    Two codes count: the one that rendered the record (``provenance.code_hash``, with the
+    Each record is compared under the hash scheme it was written with
+    (:data:`symlib.book.provenance.HASH_SCHEME`). Two codes count: the one that rendered the record (``provenance.code_hash``, with the
     notebook) and the ones that computed its numbers (``provenance.computed_with``: the stage
     code and data hashes of the cache entries it was made from, which differ from the first
     when a re-render or ``SYMLIB_KEEP_STALE`` served entries computed earlier). Records older
@@ -151,18 +152,20 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
     if notebook is None:
         notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
     reasons = []
+    scheme = prov.get("hash_scheme", 1)  # records from before the field hashed the whole library
     if prov.get("profile_hash") != profile_hash(current_profile):
         reasons.append("the `full` profile changed since")
-    if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook):
+    if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook, scheme=scheme):
         reasons.append("the code changed since")
-    return reasons + _computed_with_reasons(record["chapter"], prov.get("computed_with"))
+    return reasons + _computed_with_reasons(record["chapter"], prov.get("computed_with"), scheme)
 
 
-def _computed_with_reasons(chapter: str, groups) -> list[str]:
-    """Reasons from the code and data hashes a record's numbers were computed with."""
+def _computed_with_reasons(chapter: str, groups, scheme: int = 1) -> list[str]:
+    """Reasons from the code and data hashes a record's numbers were computed with (stage code
+    hashes of the record's :data:`~symlib.book.provenance.HASH_SCHEME`)."""
     if not isinstance(groups, list):
         return []  # a record from before computed_with: unknown, not stale on that account
-    code_now, data_now = stage_code_hash(chapter), data_hash()
+    code_now, data_now = stage_code_hash(chapter, scheme=scheme), data_hash()
     reasons = []
     for name, now in (("code", code_now), ("data", data_now)):
         other = [g for g in groups if isinstance(g, dict) and g.get(f"{name}_hash") not in (None, now)]
@@ -194,15 +197,22 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     """A one-line account of a record: claims held / not / not judged, device, date, commit."""
     if record is None:
         return "not published"
+    from symlib.book.ledger import COLUMNS, column_outcome
+
     claims = [c for c in record["claims"] if c.get("kind", "claim") == "claim"]
-    held = sum(c["holds"] is True for c in claims)
-    failed = sum(c["holds"] is False for c in claims)
+    tallies = []
+    for column in COLUMNS:
+        got = [column_outcome(c, column) for c in claims]
+        parts = [f"{got.count(o)} {word}" for o, word in (("holds", "hold"), ("does not hold", "do not"),
+                                                         ("not judged", "not judged"), ("not recorded", "not recorded"))
+                 if got.count(o) or o != "not recorded"]
+        tallies.append(f"{column}: {', '.join(parts)}")
     computed = record.get("computed") or {}
     commit = (computed.get("commit") or (record.get("provenance") or {}).get("commit") or "unknown commit")[:12]
     took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
-    line = (f"{held} hold, {failed} do not, {len(claims) - held - failed} not judged "
-            f"(computed on {computed.get('device') or record['device']} in {took}, commit {commit}; "
-            f"published {record.get('published', '')[:10]})")
+    date = (record.get("published") or "")[:10]
+    line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
+            f"commit {commit}{f'; published {date}' if date else ''})")
     return line + (f" — from an older version of the code: {'; '.join(stale)}" if stale else "")
 
 

@@ -169,6 +169,16 @@ def provenance_line(record: dict, stale: list[str]) -> str:
     return line
 
 
+def tier_note(stale: list[str]) -> str:
+    """The short line under a table with the published run's numbers: the run's provenance is
+    stated once, at the top of the chapter (:meth:`symlib.book.chapter.Chapter.glance`) and
+    under its ledger; only a stale run is marked again here."""
+    line = "full = the published full run (its provenance: “Does it reproduce?” at the top of the chapter)"
+    if stale:
+        line += ' — <strong class="symlib-stale">from an older version of the code</strong>'
+    return line
+
+
 def _aligned(quick: dict, full: dict) -> bool:
     """Whether the published table has this build's shape: same columns, rows, row labels."""
     if quick["columns"] != full["columns"] or len(quick["rows"]) != len(full["rows"]):
@@ -267,7 +277,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         *head, *body, "</table>",
     ]
     if full_record is not None:
-        note = provenance_line(full_record, stale or [])
+        note = tier_note(stale or [])
         if full is None:
             note += "; this table is not in it"
         elif not merged:
@@ -346,7 +356,7 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
     shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
     tier = ('<p class="symlib-tier-note">Numbers of the published full run (the most converged); '
             f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
-            + (provenance_line(full_record, stale or []) if full_record is not None else "") + "</p>")
+            + (tier_note(stale or []) if full_record is not None else "") + "</p>")
     this = render_table(table, label=f"{label} (this build)", anchor=f"{anchor}-this-build", formats=formats,
                         paper_columns=paper_columns, hide=hide)
     return (shown.removesuffix("</div>") + tier + "</div>"

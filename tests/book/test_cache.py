@@ -410,13 +410,13 @@ def test_an_edited_chapter_file_makes_its_entries_stale_and_no_others(tmp_path, 
     for rel in ["nn/mlp.py", "chapters/__init__.py", "chapters/ortho_skip/experiment.py",
                 "chapters/sgm_vi/experiment.py"]:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
-        (fake / rel).write_text(f"# {rel}\ny = 1\n")
+        (fake / rel).write_text(f"# {rel}\nfrom symlib.nn import mlp\ny = 1\n")  # both chapters use nn.mlp
     monkeypatch.setattr(provenance, "SYMLIB", fake)
     one = lambda: cached("01_ortho_skip-fit", "1", {}, lambda: calls.append("ch1") or len(calls), directory=tmp_path)
     three = lambda: cached("03_sgm_vi-cell", "1", {}, lambda: calls.append("ch3") or len(calls), directory=tmp_path)
     calls = []
     assert (one(), three()) == (1, 2)
-    (fake / "chapters/ortho_skip/experiment.py").write_text("y = 2 * y\n")
+    (fake / "chapters/ortho_skip/experiment.py").write_text("from symlib.nn import mlp\ny = 2 * y\n")
     assert (one(), three()) == (3, 2), "chapter 1's entry recomputed, chapter 3's still served"
     (fake / "nn/mlp.py").write_text("# shared code changed\n")
     assert (one(), three()) == (4, 5)

@@ -95,4 +95,5 @@ def test_html_links_claims_and_shows_both_columns():
     assert "reached 1.3; judging needs split R-hat &lt;= 1.01" in out
     counts = ledger.counts_html({"01_made_up": record, "02_old": _old_record()}, label="Table 1", anchor="n",
                                 caption="tally")
-    assert "robust: not recorded" in counts and counts.count("<tr>") == 1 + 3
+    assert "not recorded" in counts and counts.count("<tr>") == 2 + 3  # two header rows, two chapters, the total
+    assert '<th colspan="3">reproduced</th><th colspan="4">robust</th>' in counts

@@ -9,6 +9,8 @@ from symlib.book.results import ChapterResults
 from symlib.chapters.ortho_skip.profiles import PROFILES as CH1
 from symlib.chapters.symmetries.profiles import PROFILES as CH0
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
 
 def test_profile_hash_follows_the_values():
     quick = CH0["quick"]
@@ -23,6 +25,7 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     fake = tmp_path / "symlib"
     for rel in [
         "nn/mlp.py",
+        "inference/hmc.py",
         "book/data.py",
         "book/tables.py",
         "chapters/__init__.py",
@@ -31,16 +34,20 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     ]:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         (fake / rel).write_text(f"# {rel}\n")
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\n")
     monkeypatch.setattr(pv, "SYMLIB", fake)
     a = fake / "chapters" / "a"
     before = pv.code_hash(a)
     (fake / "chapters/b/experiment.py").write_text("# changed\n")
     assert pv.code_hash(a) == before, "another chapter's code does not make this one stale"
-    (fake / "chapters/a/experiment.py").write_text("# changed\n")
+    (fake / "inference/hmc.py").write_text("# changed\n")
+    assert pv.code_hash(a) == before, "a library module the chapter does not import does not make it stale"
+    assert pv.code_hash(a, scheme=1) != pv.code_hash(a), "(the whole-library hash of old records counts it)"
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\n# changed\n")
     after_own = pv.code_hash(a)
     assert after_own != before
     (fake / "nn/mlp.py").write_text("# changed\n")
-    assert pv.code_hash(a) != after_own, "shared library code counts"
+    assert pv.code_hash(a) != after_own, "shared library code it imports counts"
     after_lib = pv.code_hash(a)
     (fake / "book/data.py").write_text("# changed\n")
     assert pv.code_hash(a) != after_lib, "the data loaders count"
@@ -75,7 +82,8 @@ def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_
         "book/tables.py": "# layout\n",
         "chapters/__init__.py": "",
         "chapters/symmetries/__init__.py": "BOOK_ARCHITECTURES = []\n",
-        "chapters/symmetry_removal/experiment.py": "from symlib.chapters.symmetries import BOOK_ARCHITECTURES\n",
+        "chapters/symmetry_removal/experiment.py": ("from symlib.chapters.symmetries import BOOK_ARCHITECTURES\n"
+                                                    "from symlib.nn import mlp\n"),
         "chapters/sgm_vi/experiment.py": "# chapter 3\n",
     }
     for rel, text in files.items():
@@ -120,3 +128,60 @@ def test_every_chapters_stages_map_to_its_own_package():
         calls = [node.lineno for node in ast.walk(ast.parse(path.read_text()))
                  if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "cached"]
         assert not calls, f"{path} calls cached() itself at lines {calls}; declare a Stage instead"
+
+
+def test_import_closure_follows_static_imports_only(tmp_path):
+    from symlib.book.provenance import import_closure
+
+    pkg = tmp_path / "symlib"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from symlib.b import f\nfrom . import c\n\ndef g():\n    import symlib.sub.e\n",
+        "b.py": "def f():\n    pass\n",
+        "c.py": "",
+        "d.py": "import symlib.a\n",  # imports a, but nothing imports d
+        "sub/__init__.py": "",
+        "sub/e.py": "",
+        "sub/model.stan": "model {}",
+        "unrelated.json": "{}",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    got = {p.relative_to(pkg).as_posix() for p in import_closure([pkg / "a.py"], root=tmp_path)}
+    assert got == {"__init__.py", "a.py", "b.py", "c.py", "sub/__init__.py", "sub/e.py", "sub/model.stan",
+                   "unrelated.json"}  # data files beside a module it needs count too; d.py does not
+
+
+def test_a_chapters_code_hash_covers_what_it_imports_not_the_whole_library():
+    from symlib.book.provenance import SYMLIB, _notebook_imports, import_closure, package_of_chapter
+
+    chapter = package_of_chapter("00_symmetries")
+    start = [p for p in chapter.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
+    notebook = REPO / "notebooks" / "00_symmetries.md"
+    files = {p.relative_to(SYMLIB).as_posix() for p in import_closure(start, _notebook_imports(notebook))}
+    assert "symmetry/group.py" in files and "chapters/symmetries/stages.py" in files
+    assert not any(f.startswith("inference/") for f in files)  # chapter 0 fits nothing: HMC changes leave it current
+    assert not any(f.startswith("chapters/ortho_skip/") for f in files)
+
+
+def test_records_are_compared_under_the_hash_scheme_they_were_written_with():
+    from symlib.book import published
+    from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
+    from symlib.chapters import get_profile
+
+    config = get_profile("00_symmetries", "full")
+    notebook = REPO / "notebooks" / "00_symmetries.md"
+
+    def record(scheme):
+        prov = {"profile_hash": profile_hash(config),
+                "code_hash": code_hash(chapter_package_dir(config), notebook, scheme=scheme or 1)}
+        if scheme:
+            prov["hash_scheme"] = scheme
+        return {"chapter": "00_symmetries", "provenance": prov}
+
+    assert published.staleness(record(None), config, notebook) == []  # an old record: the whole-library hash
+    assert published.staleness(record(2), config, notebook) == []
+    mixed = record(2)
+    mixed["provenance"].pop("hash_scheme")  # a scheme-2 hash read as scheme 1 does not match
+    assert published.staleness(mixed, config, notebook) == ["the code changed since"]

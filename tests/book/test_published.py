@@ -65,7 +65,11 @@ def test_publish_copies_the_record_and_its_figures(tmp_path):
         assert (tmp_path / "published" / "01_ortho_skip" / name).read_bytes() == PNG
     assert record["provenance"]["profile_hash"] == profile_hash(config)
     assert pub.staleness(record, config) == []
-    assert "1 hold, 0 do not, 1 not judged" in pub.tier_summary(record)
+    summary = pub.tier_summary(record)
+    assert "reproduced: 1 hold, 0 do not, 1 not judged; robust: 1 hold, 0 do not, 1 not judged" in summary
+    assert "published 20" in summary  # the date of publication
+    del record["published"]
+    assert "published" not in pub.tier_summary(record)  # no empty "published )"
 
 
 def test_only_full_runs_are_published(tmp_path):

@@ -82,7 +82,10 @@ def test_full_numbers_beside_quick_with_provenance(run, publish_fake):
     assert '<span class="caption-number">Table 1.1 (this build) </span>' in this_build and ">0.123<" in this_build
     assert front.count('<th class="symlib-paper">RMSE (paper)</th>') == 1  # paper numbers once per table
     assert "colspan" not in out  # no interleaved quick/full columns
-    assert "computed on cuda at commit <code>abcdef123456</code>, published 2026-01-02" in out
+    # the run's provenance is said once per chapter (the glance box); a table points there
+    assert "full = the published full run (its provenance:" in out and "abcdef123456" not in out
+    assert "computed on cuda at commit <code>abcdef123456</code>, published 2026-01-02" in tables.provenance_line(
+        published.load(CHAPTER), [])
     assert "older version" not in out
 
 
@@ -92,8 +95,9 @@ def test_stale_full_run_is_marked_not_fatal(run, publish_fake):
     older = dataclasses.replace(PROFILES["full"], n_steps=PROFILES["full"].n_steps + 1)
     publish_fake(_frame(rmse=(0.05, 0.06)), config=older)
     out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
-    assert "from an older version of the code" in out and "profile changed" in out
-    assert "symlib-full symlib-stale" in out
+    assert "from an older version of the code" in out and "symlib-full symlib-stale" in out
+    record, stale = tables.published_tier(CHAPTER, run.config)
+    assert "profile changed" in tables.provenance_line(record, stale)  # why: said once, at the chapter's top
 
 
 def test_full_table_of_another_shape_shown_below(run, publish_fake):
