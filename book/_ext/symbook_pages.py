@@ -77,6 +77,41 @@ def _buttons(app, config):
                                   "colab_url": "", "notebook_interface": "classic"}
 
 
+class CodeLocation:
+    """``{code-location}``: where the book's code is, from the one setting that also drives the
+    repository and launch buttons (``SYMLIB_REPOSITORY_URL``, GitHub Actions' variables or the git
+    remote ``origin``, :func:`repository_url`). Without one it says how to get and rerun the
+    code from the copy the book was built from; it never makes an address up."""
+
+    @staticmethod
+    def directive():
+        from docutils import nodes
+        from docutils.parsers.rst import Directive
+
+        class _CodeLocation(Directive):
+            has_content = False
+
+            def run(self):
+                url = repository_url()
+                if url:
+                    branch = os.environ.get("SYMLIB_REPOSITORY_BRANCH") or "main"
+                    html = (f'<p class="symlib-code-location">The code of this book, every chapter\'s notebook '
+                            f'and the <code>symlib</code> library, is at <a href="{url}">{url}</a> (branch '
+                            f"<code>{branch}</code>): <code>git clone {url}</code>, then <code>make test</code> "
+                            "and <code>make book</code>. Each page's buttons link to its source and can download "
+                            "it as <code>.md</code> or <code>.ipynb</code>.</p>")
+                else:
+                    html = ('<p class="symlib-code-location">This copy of the book was built without a repository '
+                            "address (set <code>SYMLIB_REPOSITORY_URL</code> when building to show one, with "
+                            "source and launch buttons). The code is the folder it was built from: its "
+                            "<code>notebooks/</code> hold every chapter, <code>symlib/</code> the library; "
+                            "<code>make test</code> and <code>make book</code> rerun them, and each page's "
+                            "download button gives its <code>.md</code> or <code>.ipynb</code>.</p>")
+                return [nodes.raw("", html, format="html")]
+
+        return _CodeLocation
+
+
 def source_path(docname: str) -> str | None:
     """Where a built page's source lives in the repository (None: it is not a generated page)."""
     if docname == "executed/reproducibility":
@@ -150,6 +185,7 @@ def _link_api_names(app, doctree, fromdocname):
 
 
 def setup(app):
+    app.add_directive("code-location", CodeLocation.directive())
     app.connect("doctree-resolved", _link_api_names)
     app.connect("autodoc-process-docstring", _plain_bars)
     app.connect("config-inited", _buttons)
