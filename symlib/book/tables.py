@@ -62,6 +62,8 @@ it (``"component sd s"``, a standard deviation, is not one)."""
 LONG_TEXT = 80
 """A column with a cell longer than this (characters) gets a minimum width: squeezed beside
 short columns, a sentence becomes a tall, mostly white row."""
+LONG_TABLE_ROWS = 20
+"""Tables of more rows than this are shown behind a toggle (their caption stays visible)."""
 COMPACT_COLUMNS = 12
 """Tables with at least this many columns are set compact (smaller type, tighter cells), so
 that one run's table of a paper's many metrics fits the text column."""
@@ -224,6 +226,14 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         paper_columns: the paper's columns (default: those whose name contains "paper").
         hide: columns not shown (still stored).
     """
+    if len(table["rows"]) > LONG_TABLE_ROWS and not table.get("_shown_whole"):
+        # a long table (per-epoch curves, per-setting runs) behind a toggle: the page stays short
+        whole = render_table(dict(table, _shown_whole=True), label=label, anchor=anchor, full=full,
+                             full_record=full_record, stale=stale, formats=formats, paper_columns=paper_columns,
+                             hide=hide)
+        return (f'<details class="symlib-long-table"><summary><span class="symlib-summary-label">{html.escape(label)}'
+                f'</span>: {html.escape(table.get("caption") or "")} ({len(table["rows"])} rows; show)</summary>'
+                f"{whole}</details>")
     formats = formats or {}
     cols = [c for c in table["columns"] if c not in hide]
     merged = full is not None and _aligned(table, full)
@@ -350,7 +360,8 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
     """A table whose numbers differ between this build and the published `full` run: the full
     run's, numbered and in front (its differing cells marked), then this build's in a collapsed
     box. One tier at a time keeps the table as wide as one run's, not two interleaved."""
-    front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""))
+    front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""),
+                 _shown_whole=table.get("_shown_whole", False))
     stale_cls = " symlib-stale" if stale else ""
     shown = render_table(front, label=label, anchor=anchor, formats=formats, paper_columns=paper_columns, hide=hide)
     shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)

@@ -215,3 +215,22 @@ def test_a_table_of_many_columns_is_set_compact():
     narrow = dict(wide, columns=wide["columns"][:3], rows=[[1.0] * 3])
     assert 'class="symlib-table symlib-compact"' in tables.render_table(wide, label="T", anchor="t")
     assert 'class="symlib-table"' in tables.render_table(narrow, label="T", anchor="t")
+
+
+def test_a_long_table_is_behind_a_toggle_with_its_caption_in_view():
+    rows = [[float(i)] for i in range(tables.LONG_TABLE_ROWS + 1)]
+    long = {"caption": "per epoch", "source": "", "columns": ["loss"], "rows": rows}
+    out = tables.render_table(long, label="Table 2a.5", anchor="t")
+    assert out.startswith('<details class="symlib-long-table"><summary>')
+    assert "Table 2a.5</span>: per epoch (21 rows; show)</summary>" in out and 'id="t"' in out
+    assert out.count("<tr") == 1 + len(rows)
+    short = tables.render_table(dict(long, rows=rows[:3]), label="T", anchor="t")
+    assert "<details" not in short
+
+
+def test_a_long_table_with_a_full_run_has_one_toggle(run, publish_fake):
+    n = tables.LONG_TABLE_ROWS + 1
+    frame = pd.DataFrame({"epoch": range(n), "loss": [1.0 + i for i in range(n)]})
+    publish_fake(frame.assign(loss=frame["loss"] * 2), name="curve")
+    out = tables.show_table(run, "curve", frame, caption="per epoch").data
+    assert out.count('<details class="symlib-long-table">') == 1
