@@ -57,15 +57,15 @@ def _reexported(package, module) -> list[str]:
 
 def documented(name: str) -> list[tuple[str, list[str]]]:
     """``(module, excluded names)`` of every automodule block of subpackage ``name``'s page."""
-    package = importlib.import_module(f"symlib.{name}")
-    if name == "chapters":
-        from symlib.chapters import CHAPTERS, chapter_module
-
-        blocks = [(package.__name__, [])]
-        for chapter in CHAPTERS:
-            module = chapter_module(chapter).__name__
-            blocks += [(f"{module}|no-members", []), (f"{module}.profiles", [])]
+    if name == "chapters":  # found by their notebooks (NN_package.md), in the book's order: no chapter import
+        blocks = [("symlib.chapters", [])]
+        for notebook in sorted((API_DIR.parents[1] / "notebooks").glob("*.md")):
+            package = notebook.stem.split("_", 1)[1]
+            if (API_DIR.parents[1] / "symlib" / "chapters" / package / "__init__.py").is_file():
+                module = f"symlib.chapters.{package}"
+                blocks += [(f"{module}|no-members", []), (f"{module}.profiles", [])]
         return blocks
+    package = importlib.import_module(f"symlib.{name}")
     blocks = [(package.__name__, [])]
     for sub in _submodules(package):
         module = importlib.import_module(sub)
