@@ -248,8 +248,9 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
 
     def th(c, **attrs):
-        if max((len(v) for v in quick[c]), default=0) > LONG_TEXT:  # a column of sentences: wide enough to read
-            attrs["style"] = "min-width: 20em"
+        longest = max((len(v) for v in quick[c]), default=0)
+        if longest > LONG_TEXT:  # a column of sentences: wide enough to read, wider the longer they are
+            attrs["style"] = f"min-width: {min(max(20, longest // 14), 36)}em"
         extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
         return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"
 
