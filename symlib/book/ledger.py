@@ -127,7 +127,8 @@ def totals_sentence(records: Mapping[str, Mapping | None], *, what: str = "the p
         return f"No claim is judged yet in {what}."
     parts = []
     for col in COLUMNS:
-        got = ", ".join(f"{int(total[f'{col}: {o}'])} {o}" for o in OUTCOMES)
+        plural = {"holds": "hold", "does not hold": "do not hold", "not judged": "not judged"}
+        got = ", ".join(f"{int(total[f'{col}: {o}'])} {plural[o]}" for o in OUTCOMES)
         missing = int(total.get(f"{col}: {NOT_RECORDED}", 0))
         if missing:
             got += f", {missing} {NOT_RECORDED} (published before the two columns)"

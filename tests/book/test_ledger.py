@@ -65,7 +65,7 @@ def test_counts_with_an_old_record_count_its_robust_column_apart():
     assert frame.loc["02_old", ["robust: holds", "robust: does not hold", "robust: not judged"]].sum() == 0
     assert frame.loc["all chapters", "reproduced: holds"] == 6
     sentence = ledger.totals_sentence({"01_made_up": _record(), "02_old": _old_record()})
-    assert sentence.startswith("Of the 8 claims in the published full runs, reproduced: 6 holds, 0 does not hold, 2 not judged")
+    assert sentence.startswith("Of the 8 claims in the published full runs, reproduced: 6 hold, 0 do not hold, 2 not judged")
     assert "4 not recorded" in sentence
 
 
