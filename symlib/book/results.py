@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -175,11 +176,25 @@ class Precondition:
 
 def precondition(name: str, criterion: str, measured, met, *, column: Column | str = Column.BOTH,
                  source: str = "") -> Precondition:
-    """A :class:`Precondition`; a float ``measured`` is shown with 3 significant digits."""
+    """A :class:`Precondition`; a float ``measured`` is shown with 3 significant digits, or more
+    where a failed one would otherwise read as a bound of its criterion ("≤ 1.01 (reached: 1.01)"
+    for an R-hat of 1.012 shows 1.012)."""
     if isinstance(measured, float):
-        measured = f"{measured:.3g}"
+        measured = _shown(measured, criterion, met)
     return Precondition(name=name, criterion=criterion, measured=str(measured), met=bool(met),
                         column=column, source=source)
+
+
+def _shown(value: float, criterion: str, met) -> str:
+    """``value`` with 3 significant digits; if not ``met``, up to 6, until it differs from every
+    number written in ``criterion``."""
+    bounds = {float(n) for n in re.findall(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", criterion.replace(",", ""))}
+    text = f"{value:.3g}"
+    for digits in range(4, 7):
+        if met or not math.isfinite(value) or float(text) not in bounds:
+            break
+        text = f"{value:.{digits}g}"
+    return text
 
 
 def outcome(holds: bool | None) -> str:

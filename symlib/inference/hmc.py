@@ -21,6 +21,14 @@ One HMC transition (Neal 2011) with identity mass matrix, per chain ``c`` and st
 3. accept the end point with probability ``min(1, exp(H(w, p) - H(w', p')))``,
    ``H = U + |p|^2 / 2`` (computed in float64); otherwise stay.
 
+Reduced-precision forces (``force_precision="tf32"`` or ``"bf16"``): the gradients that drive
+the leapfrog steps are computed with TF32 matrix products or under bf16 autocast, while
+positions and momenta stay float32 and the Hamiltonian of step 3 uses ``U`` computed in full
+float32 precision (one extra forward pass per trajectory, sums in float64). Leapfrog with any
+force that is a deterministic function of the position is still reversible and
+volume-preserving (each step is a shear), so the Metropolis step keeps the target exact; only
+the acceptance rate can drop, and :class:`HMCResult` reports it beside the precision used.
+
 During burn-in only, each chain's step size is tuned by dual averaging (Hoffman & Gelman 2014,
 Alg. 5) towards a target acceptance probability; sampling then uses the averaged step size,
 fixed (up to the jitter, which is independent of the chain's state), so the kept samples come
@@ -43,6 +51,8 @@ Public: :class:`HMCState`, :class:`HMCInfo`, :class:`HMCResult`, :class:`SampleS
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import math
 import shutil
 import tempfile
@@ -60,12 +70,15 @@ from symlib.nn.mlp import MLPSpec, mlp_forward
 
 __all__ = [
     "DualAveragingState",
+    "ForcePrecision",
     "HMCInfo",
     "HMCResult",
     "HMCState",
     "SampleStore",
     "dual_averaging_init",
     "dual_averaging_update",
+    "exact_precision",
+    "force_precision",
     "hmc_step",
     "init",
     "leapfrog",
@@ -124,26 +137,84 @@ class HMCResult(NamedTuple):
     wall_time_s: float
     grad_evals_per_s: float
     """Chain-gradient evaluations per second: ``C * n_grad_evals / wall_time_s``."""
+    force_precision: str = "fp32"
+    """The precision of the leapfrog forces (:class:`ForcePrecision`); ``U`` was always exact."""
+
+
+# --------------------------------------------------------------------------- precision
+
+
+class ForcePrecision(str, enum.Enum):
+    """Arithmetic of the leapfrog forces; the Metropolis step always uses full-precision ``U``."""
+
+    FP32 = "fp32"
+    """As the potential computes (the global matmul settings, unchanged)."""
+    TF32 = "tf32"
+    """float32 tensors, matrix products and convolutions in TF32 (CUDA; no effect on the CPU)."""
+    BF16 = "bf16"
+    """``torch.autocast(dtype=torch.bfloat16)``: matrix products in bf16, reductions in float32."""
+
+
+@contextlib.contextmanager
+def _fp32_precision(value: str):
+    """Set CUDA matmul and cuDNN float32 precision (``"ieee"`` or ``"tf32"``), restored on exit."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (matmul.fp32_precision, cudnn.fp32_precision)
+    matmul.fp32_precision, cudnn.fp32_precision = value, value
+    try:
+        yield
+    finally:
+        matmul.fp32_precision, cudnn.fp32_precision = saved
+
+
+def force_precision(precision: ForcePrecision | str, device: torch.device | str):
+    """The context in which :func:`leapfrog` computes its forces on ``device``."""
+    precision = ForcePrecision(precision)
+    if precision is ForcePrecision.TF32:
+        return _fp32_precision("tf32")
+    if precision is ForcePrecision.BF16:
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def exact_precision(precision: ForcePrecision | str):
+    """The context of the Metropolis step's ``U`` when the forces are reduced: full float32
+    (TF32 off); a no-op for ``fp32`` forces, which leave the global settings as they are."""
+    if ForcePrecision(precision) is ForcePrecision.FP32:
+        return contextlib.nullcontext()
+    return _fp32_precision("ieee")
+
+
+def _exact_potential(potential_fn: Potential, position: Position, precision) -> Tensor:
+    with torch.no_grad(), exact_precision(precision):
+        return potential_fn(position).detach().to(torch.float64)
 
 
 # --------------------------------------------------------------------------- kernel
 
 
-def value_and_grad(potential_fn: Potential, position: Position) -> tuple[Tensor, Position]:
+def value_and_grad(potential_fn: Potential, position: Position,
+                   precision: ForcePrecision | str = ForcePrecision.FP32) -> tuple[Tensor, Position]:
     """``U`` (detached, float64, ``(C,)``) and ``grad U`` of every chain in one backward pass.
 
     The chains are independent, so the gradient of ``sum_c U_c`` is each chain's own gradient.
+    With a reduced ``precision`` both are computed in it (:func:`force_precision`).
     """
     leaves = {k: v.detach().requires_grad_(True) for k, v in position.items()}
-    with torch.enable_grad():
+    device = next(iter(position.values())).device
+    with torch.enable_grad(), force_precision(precision, device):
         u = potential_fn(leaves)
         grads = torch.autograd.grad(u.sum(), list(leaves.values()))
-    return u.detach().to(torch.float64), {k: g.detach() for k, g in zip(leaves, grads)}
+    return u.detach().to(torch.float64), {k: g.detach().to(leaves[k].dtype) for k, g in zip(leaves, grads)}
 
 
-def init(position: Position, potential_fn: Potential) -> HMCState:
-    """The state at ``position`` (one gradient evaluation)."""
-    u, g = value_and_grad(potential_fn, position)
+def init(position: Position, potential_fn: Potential,
+         precision: ForcePrecision | str = ForcePrecision.FP32) -> HMCState:
+    """The state at ``position`` (one gradient evaluation; with reduced-precision forces, also
+    one full-precision evaluation of ``U``)."""
+    u, g = value_and_grad(potential_fn, position, precision)
+    if ForcePrecision(precision) is not ForcePrecision.FP32:
+        u = _exact_potential(potential_fn, position, precision)
     return HMCState({k: v.detach() for k, v in position.items()}, u, g)
 
 
@@ -154,15 +225,18 @@ def leapfrog(
     step_size: Tensor,
     n_steps: int,
     potential_fn: Potential,
+    precision: ForcePrecision | str = ForcePrecision.FP32,
 ) -> tuple[Position, Position, Tensor, Position]:
     """``n_steps`` leapfrog steps (``n_steps`` gradient evaluations).
 
     Args:
         position, momentum, grad: per-chain dicts with a leading chain axis.
         step_size: ``(C,)`` step sizes.
+        precision: of the forces (module docstring); positions and momenta stay in their dtype.
 
     Returns:
-        ``(position, momentum, potential, grad)`` at the end of the trajectory.
+        ``(position, momentum, potential, grad)`` at the end of the trajectory; ``potential`` in
+        full precision whatever the forces' (one extra forward pass when they are reduced).
     """
     q, p = dict(position), dict(momentum)
     half = {k: _per_chain(0.5 * step_size, v) for k, v in q.items()}
@@ -171,9 +245,11 @@ def leapfrog(
     u = None
     for i in range(n_steps):
         q = {k: q[k] + full[k] * p[k] for k in q}
-        u, grad = value_and_grad(potential_fn, q)
+        u, grad = value_and_grad(potential_fn, q, precision)
         scale = full if i < n_steps - 1 else half
         p = {k: p[k] - scale[k] * grad[k] for k in p}
+    if n_steps and ForcePrecision(precision) is not ForcePrecision.FP32:
+        u = _exact_potential(potential_fn, q, precision)
     return q, p, u, grad
 
 
@@ -183,12 +259,14 @@ def hmc_step(
     step_size: Tensor,
     n_leapfrog: int,
     generator: torch.Generator,
+    precision: ForcePrecision | str = ForcePrecision.FP32,
 ) -> tuple[HMCState, HMCInfo]:
-    """One HMC transition for every chain (module docstring, steps 1 to 3)."""
+    """One HMC transition for every chain (module docstring, steps 1 to 3; forces in ``precision``)."""
     ref = next(iter(state.position.values()))
     n_chains = ref.shape[0]
     momentum = {k: _randn_like(v, generator) for k, v in state.position.items()}
-    q, p, u, g = leapfrog(state.position, momentum, state.grad, step_size, n_leapfrog, potential_fn)
+    q, p, u, g = leapfrog(state.position, momentum, state.grad, step_size, n_leapfrog, potential_fn,
+                          precision)
     h0 = state.potential + _kinetic(momentum)
     h1 = u + _kinetic(p)
     energy_error = h1 - h0
@@ -258,6 +336,7 @@ def sample(
     store_dir: str | None = None,
     progress: bool = True,
     desc: str = "HMC",
+    force_precision: ForcePrecision | str = ForcePrecision.FP32,
 ) -> HMCResult:
     """Run every chain for ``n_burnin + n_samples * thin`` transitions; keep every ``thin``-th after burn-in.
 
@@ -278,12 +357,15 @@ def sample(
         store: where to put samples; default a new :class:`SampleStore` with capacity
             ``n_samples * C`` and the given memory budget / directory.
         progress: a plain ``tqdm`` bar on stderr.
+        force_precision: ``"fp32"`` (default), ``"tf32"`` or ``"bf16"`` leapfrog forces (module
+            docstring); the Metropolis step is exact whichever.
 
     Returns:
         :class:`HMCResult`.
     """
     if not 0.0 <= jitter < 1.0:
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
+    precision = ForcePrecision(force_precision)
     first = next(iter(init_position.values()))
     n_chains, device = first.shape[0], first.device
     eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
@@ -293,7 +375,7 @@ def sample(
                             max_memory_bytes=max_memory_bytes, directory=store_dir)
     da = dual_averaging_init(eps)
     start = time.perf_counter()
-    state = init(init_position, potential_fn)
+    state = init(init_position, potential_fn, precision)
     n_grad = 1
     total = n_burnin + n_samples * thin
     hist = {k: np.zeros((total, n_chains)) for k in ("accept_prob", "energy_error", "potential", "step_size")}
@@ -305,7 +387,8 @@ def sample(
         if jitter:  # drawn only when asked for, so jitter=0 leaves the random stream as it was
             u = torch.rand(n_chains, generator=generator, dtype=torch.float64)
             step = eps * (1.0 + jitter * (2.0 * u - 1.0))
-        state, info = hmc_step(state, potential_fn, step.to(device, first.dtype), n_leapfrog, generator)
+        state, info = hmc_step(state, potential_fn, step.to(device, first.dtype), n_leapfrog, generator,
+                               precision)
         n_grad += n_leapfrog
         hist["accept_prob"][it] = info.accept_prob.cpu().numpy()
         hist["energy_error"][it] = info.energy_error.cpu().numpy()
@@ -326,7 +409,8 @@ def sample(
     accept_rate = torch.as_tensor(hist["accept_prob"][sampling].mean(0) if sampling.any()
                                   else np.full(n_chains, np.nan))
     hist["phase"] = phase
-    return HMCResult(store, eps, accept_rate, hist, n_grad, wall, n_chains * n_grad / max(wall, 1e-9))
+    return HMCResult(store, eps, accept_rate, hist, n_grad, wall, n_chains * n_grad / max(wall, 1e-9),
+                     precision.value)
 
 
 # --------------------------------------------------------------------------- sample storage

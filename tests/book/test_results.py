@@ -195,3 +195,12 @@ def test_under_the_pipeline_the_results_file_is_staged(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()
     monkeypatch.delenv("SYMLIB_RESULTS_STAGING")  # a notebook run by hand
     assert _results().write() == tmp_path / "results" / "00_test.json"
+
+
+def test_a_failed_float_precondition_never_reads_as_its_own_bound():
+    # R-hat 1.012 against "<= 1.01" read "reached: 1.01" at 3 significant digits
+    assert precondition("r", "R-hat <= 1.01", 1.012, False).measured == "1.012"
+    assert precondition("r", "R-hat <= 1.01", 1.0101, False).measured == "1.0101"
+    assert precondition("r", "R-hat <= 1.01", 1.0123, True).measured == "1.01"   # met: 3 digits
+    assert precondition("e", "ESS >= 400", 123.456, False).measured == "123"
+    assert precondition("e", "ESS >= 400", 399.8, False).measured == "399.8"

@@ -47,14 +47,14 @@ def toy_pspec():
     return sgm.restrict_permutation_spec(mlp_permutation_spec(TOY_SPEC), ["W1"])
 
 
-def _toy_fixed(dtype=torch.float32) -> dict:
-    return {"b1": torch.zeros(2, dtype=dtype), "W2": torch.ones(1, 2, dtype=dtype),
-            "b2": torch.zeros(1, dtype=dtype)}
+def _toy_fixed(dtype=torch.float32, device=None) -> dict:
+    return {"b1": torch.zeros(2, dtype=dtype, device=device), "W2": torch.ones(1, 2, dtype=dtype, device=device),
+            "b2": torch.zeros(1, dtype=dtype, device=device)}
 
 
 def toy_forward(w1: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``f(x; w)`` for weights ``w1 (..., 2, 1)`` and inputs ``x (..., n, 1)`` -> ``(..., n, 1)``."""
-    return mlp_forward({"W1": w1, **_toy_fixed(w1.dtype)}, x, TOY_SPEC)
+    return mlp_forward({"W1": w1, **_toy_fixed(w1.dtype, w1.device)}, x, TOY_SPEC)
 
 
 def _gauss_loglik(y, f, sd):
