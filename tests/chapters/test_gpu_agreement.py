@@ -91,8 +91,7 @@ def test_chapter_2b_trains_and_samples_the_same_on_the_gpu():
 
 
 def test_chapter_1_runs_on_the_gpu():
-    cpu = ch1.run("smoke", seed=0, device="cpu")
-    gpu = ch1.run("smoke", seed=0, device="cuda")
+    cpu, gpu = _smoke_stages(ch1, "cpu")["main"], _smoke_stages(ch1, "cuda")["main"]
     _same_structure(cpu["metrics"], gpu["metrics"], "metrics")
     _same_structure(cpu["fits"], gpu["fits"], "fits")
     for a, b in zip(cpu["metrics"], gpu["metrics"]):
