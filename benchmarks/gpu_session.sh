@@ -16,8 +16,9 @@ fi
 nvidia-smi -L
 "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
 date -u +"start %FT%TZ"
-timeout "${TESTS_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n 5 -rfEs \
-  tests/chapters/test_gpu_agreement.py tests/inference/test_hmc_precision.py tests/inference/test_hmc.py \
+TESTS=${TESTS:-tests/chapters/test_gpu_agreement.py tests/inference/test_hmc_precision.py tests/inference/test_hmc.py}
+# shellcheck disable=SC2086
+timeout "${TESTS_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n 5 -rfEs $TESTS \
   2>&1 | tee "$OUT/tests.log" | tail -40
 echo "tests rc=${PIPESTATUS[0]}"
 date -u +"bench %FT%TZ"

@@ -273,7 +273,8 @@ def hmc_step(
     energy_error = torch.where(torch.isfinite(energy_error), energy_error,
                                torch.full_like(energy_error, math.inf))
     accept_prob = torch.exp(torch.clamp(-energy_error, max=0.0))
-    uniform = torch.rand(n_chains, generator=generator, dtype=torch.float64).to(accept_prob.device)
+    uniform = torch.rand(n_chains, generator=generator, dtype=torch.float64,
+                         device=generator.device).to(accept_prob.device)
     accepted = uniform < accept_prob
     new_position = {k: torch.where(_per_chain(accepted, v), q[k], v) for k, v in state.position.items()}
     new_grad = {k: torch.where(_per_chain(accepted, v), g[k], v) for k, v in state.grad.items()}
@@ -347,7 +348,10 @@ def sample(
         n_samples: samples kept per chain.
         n_leapfrog: leapfrog steps per transition (fixed).
         step_size: initial step size (float or ``(C,)``).
-        generator: source of momenta, jitter and acceptance draws (CPU generator; draws are moved).
+        generator: source of momenta, jitter and acceptance draws, made on its device and moved
+            to the chains'. A CPU generator gives the same draws on every device; on a GPU a
+            generator there is much faster (a CPU draws every transition's momenta, ``C`` times
+            the network's size, on one thread, then copies them over).
         thin: keep one transition in ``thin`` after burn-in.
         target_accept: dual-averaging target.
         adapt: tune the step size during burn-in (False: keep ``step_size`` throughout).
@@ -385,7 +389,7 @@ def sample(
         burning = it < n_burnin
         step = eps
         if jitter:  # drawn only when asked for, so jitter=0 leaves the random stream as it was
-            u = torch.rand(n_chains, generator=generator, dtype=torch.float64)
+            u = torch.rand(n_chains, generator=generator, dtype=torch.float64, device=generator.device).cpu()
             step = eps * (1.0 + jitter * (2.0 * u - 1.0))
         state, info = hmc_step(state, potential_fn, step.to(device, first.dtype), n_leapfrog, generator,
                                precision)

@@ -117,3 +117,14 @@ def test_an_unknown_precision_is_refused():
         hmc.sample(potential, {"q": torch.zeros(1, DIM)}, n_burnin=1, n_samples=1, n_leapfrog=1,
                    step_size=0.1, generator=torch.Generator().manual_seed(0), progress=False,
                    force_precision="fp16")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_gpu_generator_draws_every_random_number_on_the_gpu():
+    potential, cov = _gaussian()
+    start = {"q": torch.zeros(4, DIM, device="cuda")}
+    res = hmc.sample(potential, start, n_burnin=50, n_samples=200, n_leapfrog=8, step_size=0.3,
+                     generator=torch.Generator("cuda").manual_seed(0), progress=False, force_precision="bf16")
+    draws = res.samples.batch(range(len(res.samples)))["q"].double().numpy()
+    assert np.isfinite(draws).all() and draws.std(0).min() > 0.1 * np.sqrt(np.diag(cov.numpy())).min()
+    assert float(res.accept_rate.mean()) > 0.5
