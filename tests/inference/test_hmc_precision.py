@@ -30,7 +30,7 @@ def _gaussian(seed: int = 0):
 
     def potential(params):
         q = params["q"]                                            # (C, D)
-        pq = q @ p32                                               # bf16 under autocast
+        pq = q @ p32.to(q.device)                                  # bf16 under autocast
         return 0.5 * (pq.to(torch.float64) * q.to(torch.float64)).sum(-1)
 
     return potential, cov
