@@ -73,7 +73,7 @@ RENDERING_ONLY = frozenset(
 them does not make a published run stale."""
 
 
-HASH_SCHEME = 2
+HASH_SCHEME = 3
 """How the code hashes are computed; results files record it (``provenance.hash_scheme``).
 
 1 (records without the field): the whole library outside ``chapters/`` (less
@@ -81,7 +81,14 @@ HASH_SCHEME = 2
 2: only the modules a chapter's code imports, directly or through other modules (static
 ``import`` / ``from ... import`` statements, anywhere in a file), with the package ``__init__``
 files on their way and the data files (``.stan``, ``.json``) beside them: a change to a module
-the chapter never imports leaves its runs current."""
+the chapter never imports leaves its runs current. But a package ``__init__`` that re-exports its
+submodules (``symlib.inference`` imports all eight) pulled every sibling in: a chapter that
+imported ``mfvi`` alone was made stale by a change to ``hmc``.
+3: as 2, except that a package ``__init__``'s imports of its own submodules are followed only as
+far as a chapter asks for them (:func:`import_closure_precise`): ``from symlib.inference import
+mfvi`` counts ``inference/__init__.py`` and ``mfvi.py``; ``from symlib.nn import MLPSpec`` counts
+``nn/__init__.py`` and the module it re-exports ``MLPSpec`` from. A plain ``import symlib.nn``
+still counts every module the ``__init__`` imports (attribute access cannot be traced)."""
 
 
 def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None, *, scheme: int = HASH_SCHEME) -> str:
@@ -90,7 +97,7 @@ def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None, *, 
     notebook. Without a chapter, or with ``scheme=1``, the whole library outside ``chapters/``."""
     if scheme == 1 or chapter_dir is None:
         return _digest([chapter_dir] if chapter_dir is not None else [], notebook)
-    return _closure_digest([Path(chapter_dir)], notebook)
+    return _closure_digest([Path(chapter_dir)], notebook, scheme)
 
 
 def chapter_of(experiment: str) -> str:
@@ -141,7 +148,7 @@ def stage_code_hash(experiment: str, *, scheme: int = HASH_SCHEME) -> str:
     for path in own.rglob("*.py"):
         others.update(re.findall(r"symlib\.chapters\.(\w+)", path.read_text(errors="replace")))
     folders = [f for f in [own, *(SYMLIB / "chapters" / name for name in sorted(others))] if f.is_dir()]
-    return _digest(folders, None) if scheme == 1 else _closure_digest(folders, None)
+    return _digest(folders, None) if scheme == 1 else _closure_digest(folders, None, scheme)
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -216,7 +223,120 @@ def import_closure(start: list[Path], names: set[str] = frozenset(), *, root: Pa
     return files | data
 
 
-def _closure_digest(chapter_dirs: list[Path], notebook: Path | None) -> str:
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_statements(path: Path, root: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The ``symlib`` imports of a file, statically, at any depth: ``(module, ())`` for ``import
+    module`` and ``(module, names)`` for ``from module import names`` (relative imports
+    resolved)."""
+    import ast
+
+    package = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            out.append((base, tuple(a.name for a in node.names)))
+    return [(m, n) for m, n in out if m == "symlib" or m.startswith("symlib.")]
+
+
+def _inside(module: str, package: str) -> bool:
+    """Whether ``module`` is ``package`` or in it (never, for ``package == ""``)."""
+    return bool(package) and (module == package or module.startswith(package + "."))
+
+
+def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
+                           root: Path | None = None) -> set[Path]:
+    """:func:`import_closure` with package ``__init__`` files read as re-export tables
+    (:data:`HASH_SCHEME` 3): an ``__init__``'s imports from inside its own package are followed
+    only for the names some file asks the package for; its other imports always."""
+    root = root or SYMLIB.parent
+    files: set[Path] = set()
+    whole: set[Path] = set()          # files whose every import is followed
+    asked: set[tuple[Path, str]] = set()
+    todo: list[tuple[Path, str | None]] = [(p, None) for p in start]
+
+    def want_module(name: str) -> None:
+        if (f := _module_file(name, root)) is not None:
+            todo.append((f, None))
+
+    def want_name(module: str, name: str) -> None:
+        """``from module import name``: a submodule, or a name the module defines or re-exports."""
+        sub = _module_file(f"{module}.{name}", root)
+        if sub is not None:
+            todo.append((sub, None))
+            if (init := _module_file(module, root)) is not None:
+                todo.append((init, ""))         # the package's __init__ runs first
+            return
+        if (f := _module_file(module, root)) is not None:
+            todo.append((f, name if f.name == "__init__.py" else None))
+
+    for n in names:
+        module, _, attr = n.rpartition(".")
+        if _module_file(n, root) is not None:
+            want_module(n)
+        elif module:
+            want_name(module, attr)
+    while todo:
+        path, name = todo.pop()
+        if not path.is_file():
+            continue
+        is_init = path.suffix == ".py" and path.name == "__init__.py"
+        if path not in files:
+            files.add(path)
+            rel = path.relative_to(root).parts
+            for i in range(1, len(rel) - (1 if is_init else 0)):  # the packages it sits in
+                init = root.joinpath(*rel[:i], "__init__.py")
+                if init.is_file():
+                    todo.append((init, ""))
+        if path.suffix != ".py":
+            continue
+        own = _module_name(path, root) if is_init else ""
+        statements = _import_statements(path, root)
+        if not is_init or name is None:       # an ordinary module, or a package imported whole
+            if path in whole:
+                continue
+            whole.add(path)
+            mode = "all"
+        elif name == "":                      # an __init__ on the way: its outside imports
+            if (path, "") in asked:
+                continue
+            asked.add((path, ""))
+            mode = "outside"
+        else:                                 # an __init__ asked for one name
+            if (path, name) in asked:
+                continue
+            asked.add((path, name))
+            todo.append((path, ""))
+            if not any(_inside(m, own) and name in n for m, n in statements):
+                todo.append((path, None))     # defined in the __init__ itself: all it imports
+                continue
+            mode = "name"
+        for module, imported in statements:
+            if mode == "outside" and _inside(module, own):
+                continue
+            if mode == "name" and not (_inside(module, own) and name in imported):
+                continue
+            if not imported:
+                want_module(module)
+            else:
+                for n in ([name] if mode == "name" else imported):
+                    want_name(module, n)
+    folders = {p.parent for p in files if p.suffix == ".py"}
+    data = {p for d in folders for p in d.iterdir() if p.suffix in (".stan", ".json") and p.is_file()}
+    return files | data
+
+
+def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int = HASH_SCHEME) -> str:
     """Hash (:data:`HASH_SCHEME` 2) the chapter packages ``chapter_dirs``, the modules they and
     ``notebook`` import (:func:`import_closure`, less :data:`RENDERING_ONLY`) and ``notebook``.
     The book machinery the pipeline runs every chapter with (``symlib/book``, less rendering) is
@@ -224,8 +344,9 @@ def _closure_digest(chapter_dirs: list[Path], notebook: Path | None) -> str:
     start = [p for d in chapter_dirs for p in Path(d).resolve().rglob("*") if p.is_file() and p.suffix in (".py", ".stan", ".json")]
     start += [p for p in (SYMLIB / "book").glob("*.py")]
     names = _notebook_imports(notebook) if notebook is not None and notebook.is_file() else set()
-    files = sorted(p for p in import_closure(start, names) if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
-    digest = hashlib.sha256(b"scheme 2\0")
+    closure = import_closure(start, names) if scheme == 2 else import_closure_precise(start, names)
+    files = sorted(p for p in closure if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
+    digest = hashlib.sha256(b"scheme 2\0" if scheme == 2 else b"scheme 3\0")
     for path in files:
         digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + path.read_bytes() + b"\0")
     if notebook is not None and notebook.is_file():

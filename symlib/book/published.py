@@ -21,7 +21,14 @@ from pathlib import Path
 
 from symlib.book.data import data_hash
 from symlib.book.paths import executed_dir, project_root_or_cwd
-from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash, stage_code_hash
+from symlib.book.provenance import (
+    HASH_SCHEME,
+    chapter_package_dir,
+    code_hash,
+    declared,
+    profile_hash,
+    stage_code_hash,
+)
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "load", "publish", "published_dir", "staleness", "tier_summary", "verdicts_by_tier"]
@@ -55,6 +62,7 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
         raise ValueError(f"{path} is a {record.get('profile')!r} run; only `{TIER}` runs are published")
     if not record.get("provenance"):
         raise ValueError(f"{path} has no provenance (made by an older version): rerun the chapter")
+    record = rehashed(record)
     record["computed"] = _computed(record, load(chapter, dest), path)
     record["published"] = datetime.now(UTC).isoformat(timespec="seconds")
     dest.mkdir(parents=True, exist_ok=True)
@@ -66,6 +74,31 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
     tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
     tmp.replace(out)
     return out
+
+
+def rehashed(record: dict, notebook: Path | None = None) -> dict:
+    """``record`` with its code hashes re-expressed under this version's :data:`HASH_SCHEME`,
+    when it was written under an older one and is current under that one (:func:`staleness` is
+    empty: the code that computed it is this code, so both schemes describe the same files). The
+    old scheme and hash are kept under ``provenance.rehashed_from``. A stale record, or one of
+    a chapter that declares no `full` profile, is returned unchanged: it stays stale."""
+    prov = record.get("provenance") or {}
+    old = prov.get("hash_scheme", 1)
+    chapter = declared(record.get("chapter", ""))
+    profile = chapter.profiles.get(TIER) if chapter is not None else None
+    if old >= HASH_SCHEME or profile is None or staleness(record, profile, notebook):
+        return record
+    if notebook is None:
+        notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
+    new_prov = dict(prov, hash_scheme=HASH_SCHEME,
+                    code_hash=code_hash(chapter_package_dir(profile), notebook),
+                    rehashed_from={"hash_scheme": old, "code_hash": prov.get("code_hash")})
+    groups = prov.get("computed_with")
+    if isinstance(groups, list):
+        now = stage_code_hash(record["chapter"])
+        new_prov["computed_with"] = [dict(g, code_hash=now) if isinstance(g, dict) and g.get("code_hash") else g
+                                     for g in groups]
+    return dict(record, provenance=new_prov)
 
 
 def _computed(record: dict, previous: dict | None, path: Path) -> dict:

@@ -153,6 +153,67 @@ def test_import_closure_follows_static_imports_only(tmp_path):
                    "unrelated.json"}  # data files beside a module it needs count too; d.py does not
 
 
+def test_the_precise_closure_reads_a_package_init_as_a_re_export_table(tmp_path):
+    from symlib.book.provenance import import_closure, import_closure_precise
+
+    pkg = tmp_path / "symlib"
+    (pkg / "lib").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "lib/__init__.py": "from symlib.lib import hmc, mfvi\nfrom symlib.lib.mlp import MLPSpec\n"
+                           "from .defs import helper\nimport symlib.outside\n",
+        "lib/hmc.py": "",
+        "lib/mfvi.py": "from symlib.lib import MLPSpec\n",
+        "lib/mlp.py": "",
+        "lib/defs.py": "",
+        "outside.py": "",
+        "uses_mfvi.py": "from symlib.lib import mfvi\n",
+        "uses_spec.py": "from symlib.lib import MLPSpec\n",
+        "uses_whole.py": "import symlib.lib\n",
+        "uses_helper.py": "from symlib.lib import helper\n",
+        "lib/own.py": "",
+        "lib2/__init__.py": "from symlib.lib2 import own\nX = 1\n",
+        "lib2/own.py": "",
+        "uses_defined.py": "from symlib.lib2 import X\n",
+    }
+    (pkg / "lib2").mkdir()
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+
+    def closure(start, fn=import_closure_precise):
+        return {p.relative_to(pkg).as_posix() for p in fn([pkg / start], root=tmp_path)}
+
+    base = {"__init__.py", "lib/__init__.py", "outside.py"}   # the __init__ and its imports from outside
+    assert closure("uses_mfvi.py") == base | {"uses_mfvi.py", "lib/mfvi.py", "lib/mlp.py"}   # not hmc
+    assert closure("uses_spec.py") == base | {"uses_spec.py", "lib/mlp.py"}
+    assert closure("uses_helper.py") == base | {"uses_helper.py", "lib/defs.py"}
+    every = base | {"lib/hmc.py", "lib/mfvi.py", "lib/mlp.py", "lib/defs.py"}
+    assert closure("uses_whole.py") == every | {"uses_whole.py"}   # attribute access is not traced
+    # a name the __init__ defines itself: everything that __init__ imports
+    assert closure("uses_defined.py") == {"__init__.py", "lib2/__init__.py", "lib2/own.py", "uses_defined.py"}
+    # never more than scheme 2's closure
+    for start in ("uses_mfvi.py", "uses_spec.py", "uses_whole.py", "uses_helper.py", "uses_defined.py"):
+        assert closure(start) <= closure(start, import_closure)
+
+
+def test_under_scheme_3_a_change_to_hmc_leaves_chapter_1_current():
+    from symlib.book.provenance import (
+        SYMLIB,
+        _notebook_imports,
+        import_closure_precise,
+        package_of_chapter,
+    )
+
+    for chapter, needs_hmc in (("01_ortho_skip", False), ("02a_symmetry_removal", False), ("05_rebasin_hmc", True)):
+        package = package_of_chapter(chapter)
+        start = [p for p in package.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
+        notebook = REPO / "notebooks" / f"{chapter}.md"
+        files = {p.relative_to(SYMLIB).as_posix()
+                 for p in import_closure_precise(start, _notebook_imports(notebook))}
+        assert ("inference/hmc.py" in files) == needs_hmc, chapter
+        assert "nn/mlp.py" in files, chapter
+
+
 def test_a_chapters_code_hash_covers_what_it_imports_not_the_whole_library():
     from symlib.book.provenance import SYMLIB, _notebook_imports, import_closure, package_of_chapter
 
@@ -182,6 +243,36 @@ def test_records_are_compared_under_the_hash_scheme_they_were_written_with():
 
     assert published.staleness(record(None), config, notebook) == []  # an old record: the whole-library hash
     assert published.staleness(record(2), config, notebook) == []
+    assert published.staleness(record(3), config, notebook) == []
+    assert record(3)["provenance"]["code_hash"] != record(2)["provenance"]["code_hash"]
     mixed = record(2)
     mixed["provenance"].pop("hash_scheme")  # a scheme-2 hash read as scheme 1 does not match
     assert published.staleness(mixed, config, notebook) == ["the code changed since"]
+
+
+def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_one_is_not():
+    from symlib.book import published
+    from symlib.book.provenance import (
+        HASH_SCHEME,
+        chapter_package_dir,
+        code_hash,
+        profile_hash,
+        stage_code_hash,
+    )
+    from symlib.chapters import get_profile
+
+    config = get_profile("00_symmetries", "full")
+    notebook = REPO / "notebooks" / "00_symmetries.md"
+    old_stage = stage_code_hash("00_symmetries", scheme=2)
+    prov = {"hash_scheme": 2, "profile_hash": profile_hash(config),
+            "code_hash": code_hash(chapter_package_dir(config), notebook, scheme=2),
+            "computed_with": [{"code_hash": old_stage, "data_hash": None, "stages": ["00_symmetries-x"]}]}
+    record = {"chapter": "00_symmetries", "provenance": prov}
+    new = published.rehashed(record, notebook)
+    assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 3
+    assert new["provenance"]["rehashed_from"] == {"hash_scheme": 2, "code_hash": prov["code_hash"]}
+    assert new["provenance"]["computed_with"][0]["code_hash"] == stage_code_hash("00_symmetries") != old_stage
+    assert published.staleness(new, config, notebook) == []
+    stale = {"chapter": "00_symmetries", "provenance": dict(prov, code_hash="0" * 16)}
+    assert published.rehashed(stale, notebook) is stale
+    assert published.staleness(stale, config, notebook) == ["the code changed since"]
