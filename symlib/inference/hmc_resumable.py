@@ -1,0 +1,256 @@
+"""HMC that survives being stopped: checkpoints, a time budget, and exact resumption.
+
+:func:`sample_resumable` runs the same Markov chains as :func:`symlib.inference.hmc.sample` (the
+same transitions, adaptation and random stream: with no interruption its draws and history are
+those of ``hmc.sample`` bit for bit) and writes a checkpoint, at most every ``every_s`` seconds,
+holding everything the rest of the run depends on:
+
+- each chain's position, potential and gradient (the gradient too: recomputing it on another
+  device could differ in its last bits and the resumed chain would drift from the uninterrupted
+  one);
+- the dual-averaging state and current step sizes, the iteration reached and gradient count;
+- the generator's state (``torch.Generator.get_state``; CPU or CUDA);
+- the history so far and the draws kept so far: whole positions, or, with ``summarize``, what
+  the claims need of each (e.g. the predictive logits at fixed test points: function space), so
+  that a checkpoint of a width-512 run stays small enough to carry between machines.
+
+A run killed at any moment (between two checkpoints it loses only the transitions since the
+last) and started again with the same arguments continues from the checkpoint and gives exactly
+the numbers of an uninterrupted run. ``budget_s`` (default ``$SYMLIB_BUDGET_S``) stops a run
+cleanly once that many seconds of this piece have passed, leaving its checkpoint; the result then
+says ``complete=False`` and the next call continues. A checkpoint records the run's settings and
+is refused, naming the difference, by a call with other settings. Checkpoints are written
+atomically (temporary file, fsync, rename): a kill during a write leaves the previous one.
+
+Public: :class:`ResumableResult`, :func:`sample_resumable`, :func:`budget_from_env`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from symlib.inference import hmc
+
+__all__ = ["BUDGET_ENV", "ResumableResult", "budget_from_env", "sample_resumable"]
+
+BUDGET_ENV = "SYMLIB_BUDGET_S"
+FORMAT = 1
+HISTORY_KEYS = ("accept_prob", "energy_error", "potential", "step_size")
+
+
+class ResumableResult(NamedTuple):
+    """What a piece of :func:`sample_resumable` returns."""
+
+    complete: bool
+    """Whether every transition is done (False: stopped at the budget; call again to go on)."""
+    kept: Tensor
+    """Draws kept so far, ``(kept, C, ...)``: positions flattened to ``(kept, C, D)``, or
+    ``summarize``'s output per kept transition."""
+    history: dict[str, np.ndarray]
+    """As :attr:`symlib.inference.hmc.HMCResult.history`, for the transitions done so far."""
+    step_size: Tensor
+    accept_rate: Tensor
+    """Per-chain mean acceptance probability over the sampling transitions done (NaN before any)."""
+    transitions: int
+    """Transitions done, over all pieces, of ``n_burnin + n_samples * thin``."""
+    n_grad_evals: int
+    wall_time_s: float
+    """Seconds of sampling over all pieces (checkpoint writes included)."""
+    pieces: int
+    """How many calls the run took so far (1: never resumed)."""
+    state: hmc.HMCState
+    """The chains' current state."""
+
+
+def budget_from_env() -> float | None:
+    """``$SYMLIB_BUDGET_S`` as seconds (unset or empty: no budget).
+
+    Raises:
+        ValueError: the variable is not a positive number.
+    """
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{BUDGET_ENV}={raw!r}: give the seconds a piece may run, a positive number")
+    return value
+
+
+def _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
+              precision, step_size, summarized) -> dict:
+    first = next(iter(init_position.values()))
+    return {"n_chains": int(first.shape[0]), "shapes": {k: list(v.shape[1:]) for k, v in init_position.items()},
+            "n_burnin": n_burnin, "n_samples": n_samples, "n_leapfrog": n_leapfrog, "thin": thin,
+            "target_accept": target_accept, "adapt": adapt, "jitter": jitter, "force_precision": precision,
+            "step_size": [float(v) for v in torch.as_tensor(step_size, dtype=torch.float64).flatten()],
+            "kept": "summary" if summarized else "positions"}
+
+
+def _write(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _cpu(position: dict[str, Tensor]) -> dict[str, Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in position.items()}
+
+
+def sample_resumable(
+    potential_fn: hmc.Potential,
+    init_position: dict[str, Tensor],
+    *,
+    checkpoint: str | os.PathLike,
+    n_burnin: int,
+    n_samples: int,
+    n_leapfrog: int,
+    step_size: float | Tensor,
+    generator: torch.Generator,
+    thin: int = 1,
+    target_accept: float = 0.8,
+    adapt: bool = True,
+    jitter: float = 0.2,
+    force_precision: hmc.ForcePrecision | str = hmc.ForcePrecision.FP32,
+    summarize: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    every_s: float = 120.0,
+    budget_s: float | None = None,
+    max_checkpoint_bytes: int = 16 << 20,
+) -> ResumableResult:
+    """:func:`symlib.inference.hmc.sample` in resumable pieces (module docstring).
+
+    Args:
+        potential_fn, init_position, n_burnin, n_samples, n_leapfrog, step_size, thin,
+            target_accept, adapt, jitter, force_precision: as for ``hmc.sample``.
+        generator: the run's source of randomness; on resumption its state is replaced by the
+            checkpoint's (so pass a generator of the same device, seeded as the first time).
+        checkpoint: the checkpoint file; if it exists the run continues from it.
+        summarize: maps the chains' position (leading axis ``C``) to what is kept of each kept
+            transition, ``(C, ...)``; default: the flattened positions.
+        every_s: write a checkpoint when this many seconds passed since the last (0: after
+            every transition).
+        budget_s: stop once this piece has run this many seconds, after writing a checkpoint
+            (default ``$SYMLIB_BUDGET_S``; None: run to the end).
+        max_checkpoint_bytes: refuse to write a larger checkpoint (keep function-space
+            summaries instead of positions); 16 MiB, the most a file may weigh between machines.
+
+    Returns:
+        :class:`ResumableResult`; ``complete`` says whether the run reached its end.
+
+    Raises:
+        ValueError: the checkpoint was written with other settings (named), or would exceed
+            ``max_checkpoint_bytes``; or ``jitter`` / ``thin`` out of range.
+    """
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), got {jitter}")
+    if thin < 1:
+        raise ValueError(f"thin must be >= 1, got {thin}")
+    budget_s = budget_from_env() if budget_s is None else budget_s
+    precision = hmc.ForcePrecision(force_precision)
+    path = Path(checkpoint)
+    settings = _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
+                         precision.value, step_size, summarize is not None)
+    first = next(iter(init_position.values()))
+    n_chains, device, dtype = first.shape[0], first.device, first.dtype
+    total = n_burnin + n_samples * thin
+    start = time.perf_counter()
+
+    if path.is_file():
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("format") != FORMAT or saved.get("settings") != settings:
+            diff = sorted(k for k in settings if (saved.get("settings") or {}).get(k) != settings[k])
+            raise ValueError(f"checkpoint {path} was written by a run with other settings ({', '.join(diff) or 'format'}); "
+                             "resume with the same arguments, or move the checkpoint away to start afresh")
+        st = saved["state"]
+        state = hmc.HMCState({k: v.to(device) for k, v in st["position"].items()}, st["potential"].to(device),
+                             {k: v.to(device) for k, v in st["grad"].items()})
+        da = hmc.DualAveragingState(**saved["da"])
+        eps, it, n_grad = saved["eps"], saved["it"], saved["n_grad"]
+        hist = {k: np.array(v) for k, v in saved["history"].items()}
+        phase, kept = saved["phase"], list(saved["kept"])
+        generator.set_state(saved["generator"])
+        wall_before, pieces = saved["wall_s"], saved["pieces"] + 1
+    else:
+        eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
+        da = hmc.dual_averaging_init(eps)
+        state = hmc.init(init_position, potential_fn, precision)
+        it, n_grad, kept, wall_before, pieces = 0, 1, [], 0.0, 1
+        hist = {k: np.zeros((total, n_chains)) for k in HISTORY_KEYS}
+        phase = np.zeros(total, dtype=np.int8)
+
+    def save() -> None:
+        payload = {"format": FORMAT, "settings": settings, "it": it, "n_grad": n_grad, "eps": eps,
+                   "state": {"position": _cpu(state.position), "potential": state.potential.cpu(),
+                             "grad": _cpu(state.grad)},
+                   "da": da._asdict(), "generator": generator.get_state(), "history": hist, "phase": phase,
+                   "kept": kept, "wall_s": wall_before + time.perf_counter() - start, "pieces": pieces}
+        size = sum(t.numel() * t.element_size() for t in kept) + sum(a.nbytes for a in hist.values())
+        size += sum(v.numel() * v.element_size() for v in state.position.values()) * 2
+        if size > max_checkpoint_bytes:
+            raise ValueError(f"the checkpoint would weigh about {size / 2**20:.1f} MiB, over "
+                             f"{max_checkpoint_bytes / 2**20:.0f} MiB: keep summaries (summarize=...) or thin more")
+        _write(path, payload)
+
+    last_save = time.perf_counter()
+    stopped = False
+    while it < total:
+        burning = it < n_burnin
+        step = eps
+        if jitter:
+            u = torch.rand(n_chains, generator=generator, dtype=torch.float64, device=generator.device).cpu()
+            step = eps * (1.0 + jitter * (2.0 * u - 1.0))
+        state, info = hmc.hmc_step(state, potential_fn, step.to(device, dtype), n_leapfrog, generator, precision)
+        n_grad += n_leapfrog
+        hist["accept_prob"][it] = info.accept_prob.cpu().numpy()
+        hist["energy_error"][it] = info.energy_error.cpu().numpy()
+        hist["potential"][it] = state.potential.cpu().numpy()
+        hist["step_size"][it] = eps.numpy()
+        phase[it] = 0 if burning else 1
+        if burning and adapt:
+            da = hmc.dual_averaging_update(da, info.accept_prob, target_accept)
+            eps = torch.exp(da.log_step if it < n_burnin - 1 else da.log_step_avg)
+        if not burning and (it - n_burnin) % thin == thin - 1:
+            draw = summarize(state.position) if summarize is not None else \
+                torch.cat([v.reshape(n_chains, -1) for v in state.position.values()], 1)
+            kept.append(draw.detach().cpu().clone())
+        it += 1
+        now = time.perf_counter()
+        over = budget_s is not None and now - start >= budget_s
+        if it < total and (over or now - last_save >= every_s):
+            save()
+            last_save = time.perf_counter()
+            if over:
+                stopped = True
+                break
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if not stopped:
+        save()   # the finished run's checkpoint: a later call returns it without sampling again
+    sampling = phase[:it] == 1
+    accept_rate = torch.as_tensor(hist["accept_prob"][:it][sampling].mean(0) if sampling.any()
+                                  else np.full(n_chains, math.nan))
+    done_hist = {k: v[:it] for k, v in hist.items()} | {"phase": phase[:it]}
+    kept_t = torch.stack(kept) if kept else torch.empty(0)
+    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad,
+                           wall_before + time.perf_counter() - start, pieces, state)

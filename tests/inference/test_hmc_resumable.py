@@ -1,0 +1,133 @@
+"""Resumable HMC (issue 30, item 3): a run stopped at a budget or killed, then resumed, gives
+exactly the numbers of an uninterrupted run, and those are ``hmc.sample``'s."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from symlib.inference import hmc
+from symlib.inference.hmc_resumable import BUDGET_ENV, budget_from_env, sample_resumable
+from symlib.nn.mlp import MLPSpec, init_mlp
+
+SPEC = MLPSpec((4, 3, 2))
+ARGS = {"n_burnin": 6, "n_samples": 5, "n_leapfrog": 4, "step_size": 0.05, "thin": 2}
+
+
+def _problem():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20, 4, generator=g)
+    y = torch.randint(0, 2, (20,), generator=g)
+    start = {k: torch.stack([init_mlp(SPEC, g)[k] for _ in range(3)]) for k in SPEC.shapes()}
+    # three different chains
+    start = {k: v + 0.1 * torch.randn(v.shape, generator=g) for k, v in start.items()}
+    return hmc.mlp_classification_potential(SPEC, x, y), start
+
+
+def _run(path, **kw):
+    potential, start = _problem()
+    return sample_resumable(potential, start, checkpoint=path, generator=torch.Generator().manual_seed(7),
+                            **(ARGS | kw))
+
+
+def _same(a, b):
+    assert a.complete and b.complete
+    torch.testing.assert_close(a.kept, b.kept, rtol=0, atol=0)
+    for k in a.history:
+        np.testing.assert_array_equal(a.history[k], b.history[k], err_msg=k)
+    torch.testing.assert_close(a.step_size, b.step_size, rtol=0, atol=0)
+
+
+def test_an_uninterrupted_run_is_hmc_sample_bit_for_bit(tmp_path):
+    potential, start = _problem()
+    ref = hmc.sample(potential, start, generator=torch.Generator().manual_seed(7), progress=False, **ARGS)
+    got = _run(tmp_path / "ck.pt")
+    assert got.complete and got.pieces == 1 and got.transitions == 6 + 5 * 2
+    rows = ref.samples.batch(range(len(ref.samples)))
+    flat = torch.cat([rows[k].reshape(len(ref.samples), -1) for k in SPEC.shapes()], 1).reshape(5, 3, -1)
+    torch.testing.assert_close(got.kept, flat, rtol=0, atol=0)
+    for k in ("accept_prob", "energy_error", "potential", "step_size", "phase"):
+        np.testing.assert_array_equal(got.history[k], ref.history[k], err_msg=k)
+    torch.testing.assert_close(got.step_size, ref.step_size, rtol=0, atol=0)
+    assert got.n_grad_evals == ref.n_grad_evals
+
+
+def test_a_run_stopped_at_its_budget_and_resumed_equals_an_uninterrupted_one(tmp_path):
+    ref = _run(tmp_path / "ref.pt")
+    pieces = []
+    while True:   # a zero budget: one transition per piece, a checkpoint after each
+        res = _run(tmp_path / "ck.pt", budget_s=1e-9)
+        pieces.append(res.transitions)
+        if res.complete:
+            break
+    assert pieces == list(range(1, 17)) and res.pieces == 16
+    _same(res, ref)
+    again = _run(tmp_path / "ck.pt")      # a finished run is returned, not sampled again
+    _same(again, ref)
+    assert again.transitions == 16
+
+
+def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
+    ref = _run(tmp_path / "ref.pt", n_samples=40)
+    path = tmp_path / "ck.pt"
+    script = textwrap.dedent(f"""
+        import sys, time, torch
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_hmc_resumable as t
+        from symlib.inference import hmc
+        slow = hmc.hmc_step
+        def step(*a, **k):          # slow enough to be killed mid-run
+            time.sleep(0.05)
+            return slow(*a, **k)
+        hmc.hmc_step = step
+        t._run({str(path)!r}, n_samples=40, every_s=0)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        deadline = time.time() + 120
+        while not path.is_file() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.6)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL          # killed, not finished
+    partial = torch.load(path, weights_only=False)["it"]
+    assert 0 < partial < 6 + 40 * 2
+    res = _run(path, n_samples=40)
+    assert res.pieces == 2
+    _same(res, ref)
+
+
+def test_a_checkpoint_of_other_settings_is_refused_by_name(tmp_path):
+    _run(tmp_path / "ck.pt", budget_s=1e-9)
+    with pytest.raises(ValueError, match="n_leapfrog"):
+        _run(tmp_path / "ck.pt", n_leapfrog=5)
+
+
+def test_an_oversized_checkpoint_is_refused_and_summaries_keep_it_small(tmp_path):
+    with pytest.raises(ValueError, match="summarize"):
+        _run(tmp_path / "big.pt", max_checkpoint_bytes=2_000)
+    res = _run(tmp_path / "small.pt", summarize=lambda q: q["b2"].sum(-1), max_checkpoint_bytes=20_000)
+    assert res.complete and res.kept.shape == (5, 3)
+
+
+def test_the_budget_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert budget_from_env() is None
+    monkeypatch.setenv(BUDGET_ENV, "90")
+    assert budget_from_env() == 90.0
+    monkeypatch.setenv(BUDGET_ENV, "soon")
+    with pytest.raises(ValueError, match=BUDGET_ENV):
+        budget_from_env()
