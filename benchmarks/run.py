@@ -17,9 +17,11 @@ import bench_gpu
 import bench_hmc
 import bench_mmd
 import bench_orthoskip
+import bench_precision
 import bench_sgm
 
-BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu)}
+BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu,
+                                    bench_precision)}
 
 
 def main(argv=None) -> None:
