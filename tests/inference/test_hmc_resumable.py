@@ -131,3 +131,22 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(BUDGET_ENV, "soon")
     with pytest.raises(ValueError, match=BUDGET_ENV):
         budget_from_env()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_with_a_gpu_generator_pieces_resume_to_the_same_numbers(tmp_path):
+    _, start = _problem()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(20, 4, generator=g).cuda(), torch.randint(0, 2, (20,), generator=g).cuda()
+    potential = hmc.mlp_classification_potential(SPEC, x, y)
+    start = {k: v.cuda() for k, v in start.items()}
+
+    def run(path, **kw):
+        return sample_resumable(potential, start, checkpoint=path, generator=torch.Generator("cuda").manual_seed(7),
+                                force_precision="bf16", **(ARGS | kw))
+
+    ref = run(tmp_path / "ref.pt")
+    while not (res := run(tmp_path / "ck.pt", budget_s=1e-9)).complete:
+        pass
+    assert res.pieces == 16
+    _same(res, ref)
