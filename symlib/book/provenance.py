@@ -163,25 +163,11 @@ def _module_file(name: str, root: Path) -> Path | None:
 
 def _imported_names(path: Path, root: Path) -> set[str]:
     """The ``symlib`` modules (or names in them) a file imports, statically, at any depth."""
-    import ast
-
-    module = ".".join(path.relative_to(root).with_suffix("").parts)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    if path.name == "__init__.py":
-        package = module.removesuffix(".__init__")
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parent = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{parent}.{base}" if base else parent
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-    return {n for n in out if n == "symlib" or n.startswith("symlib.")}
+    for module, names in _import_statements(path, root):
+        out.add(module)
+        out.update(f"{module}.{n}" for n in names)
+    return out
 
 
 def _notebook_imports(notebook: Path) -> set[str]:
