@@ -141,8 +141,9 @@ def sample_resumable(
     """:func:`symlib.inference.hmc.sample` in resumable pieces (module docstring).
 
     Args:
-        potential_fn, init_position, n_burnin, n_samples, n_leapfrog, step_size, thin,
-            target_accept, adapt, jitter, force_precision: as for ``hmc.sample``.
+        potential_fn: as for ``hmc.sample``, and so are ``init_position``, ``n_burnin``,
+            ``n_samples``, ``n_leapfrog``, ``step_size``, ``thin``, ``target_accept``, ``adapt``,
+            ``jitter`` and ``force_precision``.
         generator: the run's source of randomness; on resumption its state is replaced by the
             checkpoint's (so pass a generator of the same device, seeded as the first time).
         checkpoint: the checkpoint file; if it exists the run continues from it.
