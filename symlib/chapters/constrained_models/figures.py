@@ -31,7 +31,6 @@ def plot_prior_demo(prior: dict):
         ax.set_ylabel("density")
     axes[1].legend(fontsize=7, loc="upper center")
     label_panels(axes)
-    fig.tight_layout()
     return fig
 
 
@@ -56,7 +55,6 @@ def plot_figure1(synth: dict, generator: str = "paper"):
                 ax.set_ylabel(f"{meth}\n$W_2[1]$", fontsize=8)
             if i == len(methods) - 1:
                 ax.set_xlabel("$W_1[1,1]$")
-    fig.tight_layout()
     return fig
 
 
@@ -81,6 +79,5 @@ def plot_predictive(synth: dict, generator: str = "paper"):
         ax.set_xlabel("$x_1$ (with $x_2 = 0$)")
     axes[0, 0].set_ylabel("$y$")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
     return fig
 

@@ -96,7 +96,6 @@ def plot_collapse(collapse: dict):
     axes[2].set(xlabel="MI in distribution", ylabel="MI out of distribution",
                 title=f"Pearson r = {collapse['pearson_r']:.2f}")
     label_panels(axes)
-    fig.tight_layout()
     return fig
 
 
@@ -161,7 +160,6 @@ def plot_table(rows: list[dict]):
     axes[1].set(xlabel="NS (MMD$^2$ ×100, symmetries removed)", ylabel="AUPR (%)")
     axes[1].legend(fontsize=7, ncol=2)
     label_panels(axes)
-    fig.tight_layout()
     return fig
 
 
