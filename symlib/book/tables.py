@@ -291,13 +291,9 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         note = tier_note(stale or [])
         if full is None:
             note += "; this table is not in it"
-        elif not merged:
-            parts.append("</div>")
-            parts.append(render_table(full, label=f"{label} (full run)", anchor=f"{anchor}-full", formats=formats,
-                                      paper_columns=paper_columns, hide=hide).replace(
-                                          '<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1))
-            parts.append(f'<p class="symlib-tier-note">{note}</p>')
-            return "\n".join(parts)
+        elif not merged:  # other rows or columns (e.g. a sweep of more settings): the full run in front
+            return _full_in_front(table, full, label=label, anchor=anchor, full_record=full_record, stale=stale,
+                                  formats=formats, paper_columns=paper_columns, hide=hide, differ=None)
         elif not both:
             note += "; its numbers are the same as this build's"
         parts.append(f'<p class="symlib-tier-note">{note}</p>')
@@ -306,7 +302,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
 
 
 def show_table(run, name: str, frame, *, caption: str | None = None, source: str | None = None, formats: dict | None = None,
-               paper_columns=None, hide: tuple = (), store: bool = True, index: bool = True):
+               paper_columns=None, hide: tuple = (), store: bool = True, index: bool = True, full_frame=None):
     """Store ``frame`` as table ``name`` of the chapter, number it, and return it for display.
 
     The table gets the chapter's next number (``f"Table {chapter_label(chapter)}.{n}"``), shown in its ``<caption>``; the
@@ -314,34 +310,58 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
     shown but not written to the results file (it is stored elsewhere: robustness, errata).
     ``caption`` and ``source`` default to those the table was stored with earlier, if it was.
     ``index=False`` drops the frame's index (by default a named or non-range index is kept as
-    leading columns, as :meth:`ChapterResults.add_table` does).
+    leading columns, as :meth:`ChapterResults.add_table` does). ``full_frame``: the published
+    `full` run's version of a table it does not store under ``name`` (``store=False``; a
+    robustness table built from its record), shown as a stored one would be; ``frame=None``
+    with a ``full_frame``: this build has no such table, and the full run's is shown alone.
     """
     from IPython.display import HTML, Markdown
     from myst_nb import glue
 
     from symlib.book.results import ChapterResults
 
-    if not index:
+    scratch = ChapterResults(run.chapter, run.profile, run.seed, str(run.device))
+
+    def unstored(f, key):
+        scratch.add_table(key, f.reset_index(drop=True) if not index else f, caption=caption, source=source)
+        return scratch.tables[key]
+
+    if frame is not None and not index:
         frame = frame.reset_index(drop=True)
     stored = run.results.tables.get(name, {})
     caption = caption if caption is not None else stored.get("caption", "")
     source = source if source is not None else stored.get("source", "")
-    if store:
+    if frame is None:
+        table = None
+    elif store:
         run.results.add_table(name, frame, caption=caption, source=source)
         table = run.results.tables[name]
     else:
-        scratch = ChapterResults(run.chapter, run.profile, run.seed, str(run.device))
-        scratch.add_table(name, frame, caption=caption, source=source)
-        table = scratch.tables[name]
+        table = unstored(frame, name)
     shown = _shown(run)
     shown.append(name)
     number = len(shown)
     label = f"Table {chapter_label(run.chapter)}.{number}"
     anchor = table_anchor(run.chapter, number)
     record, stale = published_tier(run.chapter, run.config)
-    full = (record or {}).get("tables", {}).get(name) if store else None
-    out = render_table(table, label=label, anchor=anchor, full=full, full_record=record if store else None,
-                       stale=stale, formats=formats, paper_columns=paper_columns, hide=hide)
+    if store:
+        full = (record or {}).get("tables", {}).get(name)
+    else:
+        full = unstored(full_frame, f"{name} (full)") if full_frame is not None and record is not None else None
+    if table is None:
+        if full is None:
+            raise ValueError(f"table {name!r}: neither this build nor the published full run has it")
+        stale_cls = " symlib-stale" if stale else ""
+        out = render_table(full, label=label, anchor=anchor, formats=formats or {}, paper_columns=paper_columns,
+                           hide=hide).replace('<div class="symlib-table-scroll"',
+                                              f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
+        out = out.removesuffix("</div>") + (
+            '<p class="symlib-tier-note">Numbers of the published full run; this build\'s profile computes no such table. '
+            + tier_note(stale or []) + "</p></div>")
+    else:
+        out = render_table(table, label=label, anchor=anchor, full=full,
+                           full_record=record if (store or full is not None) else None,
+                           stale=stale, formats=formats, paper_columns=paper_columns, hide=hide)
     glue(f"tab_{name}", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
     return HTML(out)
 
@@ -357,17 +377,21 @@ def _shown(run) -> list:
 
 
 def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_record: dict | None,
-                   stale: list[str] | None, formats: dict, paper_columns, hide: tuple, differ: list[str]) -> str:
+                   stale: list[str] | None, formats: dict, paper_columns, hide: tuple,
+                   differ: list[str] | None) -> str:
     """A table whose numbers differ between this build and the published `full` run: the full
     run's, numbered and in front (its differing cells marked), then this build's in a collapsed
-    box. One tier at a time keeps the table as wide as one run's, not two interleaved."""
+    box. One tier at a time keeps the table as wide as one run's, not two interleaved.
+    ``differ=None``: the two tables have other rows or columns (the full run swept more
+    settings, say), so the full run's is in front whole."""
     front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""),
                  _shown_whole=table.get("_shown_whole", False))
     stale_cls = " symlib-stale" if stale else ""
     shown = render_table(front, label=label, anchor=anchor, formats=formats, paper_columns=paper_columns, hide=hide)
     shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
-    tier = ('<p class="symlib-tier-note">Numbers of the published full run (the most converged); '
-            f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
+    how = (f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
+           if differ is not None else "this build's table has other rows or columns. ")
+    tier = ('<p class="symlib-tier-note">Numbers of the published full run (the most converged); ' + how
             + (tier_note(stale or []) if full_record is not None else "") + "</p>")
     this = render_table(table, label=f"{label} (this build)", anchor=f"{anchor}-this-build", formats=formats,
                         paper_columns=paper_columns, hide=hide)
@@ -520,3 +544,73 @@ def full_run_unmet(chapter: str) -> str:
     device = (record.get("computed") or {}).get("device") or record.get("device")
     return (f"In the published `{published.TIER}` run ({device}), these preconditions "
             "were not met:\n\n" + "\n".join(lines))
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def sweeps_frame(frames: dict, texts: dict[str, str]):
+    """Every claim's sensitivity sweep in one frame: a leading ``claim`` column in words (on each
+    claim's first row only, so a claim's settings read as one group), then the sweeps' columns
+    in first-seen order (a column one sweep lacks is left empty). ``frames``: claim id -> a
+    sweep's DataFrame or a stored table (``{"columns", "rows"}``, as a results file keeps it);
+    None when there are none."""
+    import pandas as pd
+
+    parts = []
+    for claim, frame in frames.items():
+        if isinstance(frame, dict):
+            frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
+        part = frame.reset_index(drop=True).copy()
+        part.insert(0, "claim", [texts.get(claim, claim)] + [""] * (len(part) - 1))
+        parts.append(part)
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True).astype(object).where(lambda f: f.notna(), "")
+
+
+def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = None, columns=None):
+    """A chapter's sensitivity sweeps as one numbered robustness table (the published full run's
+    in front where there is one, this build's one click away), after one line per claim, in
+    words, saying whether its verdict depends on the settings tried.
+
+    Args:
+        chapter: the chapter's :class:`~symlib.book.chapter.Chapter`.
+        run, results: the notebook's run and its :meth:`~symlib.book.chapter.Chapter.compute`.
+        summary: a sweep frame -> its one-line summary (default
+            :func:`symlib.book.results.depends_on`).
+        caption: the table's caption.
+        columns: the sweep columns to show (default all, in first-seen order).
+    Returns:
+        The summary and the table as one HTML, or a line saying that no run swept anything.
+    """
+    import pandas as pd
+    from IPython.display import HTML, Markdown
+
+    from symlib.book.results import depends_on
+
+    summary = summary or depends_on
+    frames = {s.claim: f for s in chapter.sweeps if (f := chapter.sweep_frame(s, results)) is not None}
+    record, _stale = published_tier(run.chapter, run.config)
+    full = dict((record or {}).get("robustness") or {})
+    if not frames and not full:
+        return Markdown("*This profile runs no sensitivity sweep, and no published run has one.*")
+    texts = {c["id"]: c["text"] for c in (record or {}).get("claims", [])}
+    texts.update({c.id: c.text for c in chapter.judged_claims(results)})
+    front, tier = (full, "In the published full run") if full else (frames, "In this build")
+    items = []
+    for claim, frame in front.items():
+        if isinstance(frame, dict):
+            frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
+        items.append(f"<li><em>{html.escape(texts.get(claim, claim))}</em>: {html.escape(summary(frame))}.</li>")
+    lines = (f'<p class="symlib-sweep-summary">{tier}, each claim\'s verdict under the settings tried:</p>'
+             f'<ul class="symlib-sweep-summary">{"".join(items)}</ul>')
+
+    def pick(frame):
+        return frame if frame is None or columns is None else frame[["claim", *[c for c in columns if c in frame]]]
+
+    this, published_frame = pick(sweeps_frame(frames, texts)), pick(sweeps_frame(full, texts))
+    table = show_table(run, "robustness", this, store=False, index=False, full_frame=published_frame,
+                       caption=caption or "Each claim's verdicts under each setting of its sensitivity sweep")
+    return HTML(lines + table.data)
+

@@ -100,10 +100,13 @@ def test_stale_full_run_is_marked_not_fatal(run, publish_fake):
     assert "profile changed" in tables.provenance_line(record, stale)  # why: said once, at the chapter's top
 
 
-def test_full_table_of_another_shape_shown_below(run, publish_fake):
+def test_full_table_of_another_shape_in_front(run, publish_fake):
     publish_fake(_frame().iloc[:1])
     out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
-    assert "Table 1.1 (full run)" in out and 'id="table-1-1-full"' in out
+    front, behind = out.split('<details class="symlib-other-tier">')
+    assert 'id="table-1-1"' in front and "symlib-full" in front and "other rows or columns" in front
+    assert front.count("<tr") == 2  # the full run's one row (and its header)
+    assert "Table 1.1 (this build)" in behind and behind.count("<tr") == 1 + len(_frame())
 
 
 def test_ledger_shows_status_symbols_and_tiers(run, publish_fake, capsys):
@@ -234,3 +237,57 @@ def test_a_long_table_with_a_full_run_has_one_toggle(run, publish_fake):
     publish_fake(frame.assign(loss=frame["loss"] * 2), name="curve")
     out = tables.show_table(run, "curve", frame, caption="per epoch").data
     assert out.count('<details class="symlib-long-table">') == 1
+
+
+def _sweep(verdicts, settings):
+    return pd.DataFrame({"choice": ["as run"] + ["lr"] * (len(settings) - 1), "setting": settings,
+                         "verdict": verdicts, "robust verdict": verdicts, "ours": [f"v{i}" for i in range(len(settings))]})
+
+
+def _fake_chapter(frames):
+    from types import SimpleNamespace
+
+    sweeps = [SimpleNamespace(claim=c) for c in ("plain-underfits", "skip-ood")]
+    return SimpleNamespace(sweeps=sweeps, sweep_frame=lambda s, r: frames.get(s.claim),
+                           judged_claims=lambda r: [SimpleNamespace(id="plain-underfits", text="The plain net underfits"),
+                                                    SimpleNamespace(id="skip-ood", text="Skips help out of distribution")])
+
+
+def test_sweeps_frame_one_table_claims_in_words_once_per_group():
+    stored = {"columns": ["choice", "setting", "verdict", "failed preconditions"],
+              "rows": [["as run", "this profile", "holds", ""], ["lr", "0.1", "not judged", "R-hat"]]}
+    frame = tables.sweeps_frame({"plain-underfits": _sweep(["holds", "does not hold"], ["this profile", "0.1"]),
+                                 "skip-ood": stored}, {"plain-underfits": "The plain net underfits"})
+    assert list(frame.columns) == ["claim", "choice", "setting", "verdict", "robust verdict", "ours", "failed preconditions"]
+    assert frame["claim"].tolist() == ["The plain net underfits", "", "skip-ood", ""]  # no text known: the id
+    assert frame.loc[2, "robust verdict"] == "" and frame.loc[3, "failed preconditions"] == "R-hat"
+    assert tables.sweeps_frame({}, {}) is None
+
+
+def test_show_sweeps_full_run_in_front_with_one_line_per_claim(run, publish_fake):
+    record = publish_fake(_frame())
+    full = _sweep(["holds", "does not hold", "holds"], ["this profile", "0.1", "0.2"])
+    record["robustness"] = {"plain-underfits": {"caption": "", "source": "", "columns": list(full.columns),
+                                                "rows": full.to_numpy().tolist()}}
+    path = published.published_dir() / f"{CHAPTER}.json"
+    path.write_text(json.dumps(record))
+    chapter = _fake_chapter({"plain-underfits": _sweep(["holds", "holds"], ["this profile", "0.1"])})
+    out = tables.show_sweeps(chapter, run, results=None).data
+    summary, out = out.split("<div", 1)
+    assert "In the published full run" in summary
+    assert "<em>The plain net underfits</em>: depends on lr; holds with this profile, 0.2" in summary
+    front, behind = out.split('<details class="symlib-other-tier">')
+    assert "symlib-full" in front and front.count("<tr") == 1 + 3 and "The plain net underfits" in front
+    assert "(this build)" in behind and behind.count("<tr") == 1 + 2
+    assert "plain-underfits" not in out  # claims in words, not ids
+    # a build that sweeps nothing still shows the full run's table, alone
+    alone = tables.show_sweeps(_fake_chapter({}), run, results=None).data
+    assert "this build's profile computes no such table" in alone and alone.count("<tr") == 1 + 3
+
+
+def test_show_sweeps_without_any_sweep_says_so(run, publish_fake):
+    from IPython.display import Markdown
+
+    publish_fake(_frame())  # a published run without robustness tables
+    out = tables.show_sweeps(_fake_chapter({}), run, results=None)
+    assert isinstance(out, Markdown) and "no sensitivity sweep" in out.data
