@@ -106,8 +106,13 @@ const layoutProbe = () => {
     const m = n.textContent.match(/\$[^$\s][^$]{0,80}\$/);
     if (m) rawMath.push(m[0]);
   }
+  // One search box in view: the theme puts one in the header and another atop the sidebar.
+  const searches = Array.from(document.querySelectorAll('.search-button-field, .search-button'))
+    .filter((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; })
+    .map((e) => (e.closest('header') ? 'header' : e.closest('.bd-sidebar-primary') ? 'sidebar' : 'page'));
+  const searchBoxes = searches.length > 1 ? [searches.join(' + ')] : [];
   return {wideTables, uncaptionedTables, uncaptionedFigures, unresolved, wideCards, overflowingTables, widePage,
-          whiteRows, smallFigures, dumps, rawMath};
+          whiteRows, smallFigures, dumps, rawMath, searchBoxes};
 };
 const finish = () => {
   const text = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.innerText);
@@ -144,6 +149,7 @@ READER_CHECKS = {
     "smallFigures": "figure scaled so its text is under 8 px",
     "dumps": "a dict or repr printed over more than 5 lines",
     "rawMath": "raw $...$ left in the text",
+    "searchBoxes": "more than one search box in view",
 }
 """The checks of what a reader sees (issue 29): report key -> what fails."""
 
@@ -347,7 +353,9 @@ def test_layout_checks_catch_wide_uncaptioned_and_dangling(browser, tmp_path):
         assert expected in text, (expected, issues)
 
 
-READER_CONTROL = """<!doctype html><html><head><title>reader</title></head><body><article style="width:400px">
+READER_CONTROL = """<!doctype html><html><head><title>reader</title></head><body>
+<header><button class="search-button-field">Search</button></header>
+<div class="bd-sidebar-primary"><button class="search-button-field">Search</button></div><article style="width:400px">
 <section><div class="symlib-claim-card" style="width:900px">a card wider than the text</div>
 <div style="overflow-x:auto"><table><caption>Table 9.2 wide</caption><tr>""" + "<td>wide&nbsp;cell&nbsp;number&nbsp;one</td>" * 8 + """</tr></table></div>
 <div style="overflow-x:auto"><table><caption>Table 9.3 white</caption><tr><td>short</td><td style="width:3em">""" + "long text squeezed into a narrow column " * 12 + """</td></tr></table></div>
@@ -378,6 +386,7 @@ def test_reader_checks_catch_what_a_reader_cannot_read(browser, tmp_path):
     assert len(report["smallFigures"]) == 1 and report["smallFigures"][0].startswith("shrunk: 400 px shown at 100")
     assert len(report["dumps"]) == 1 and report["rawMath"] == ["$\\widehat R$"]
     assert report["widePage"] and report["widePage"][0].endswith("in a 1280-px window")
+    assert report["searchBoxes"] == ["header + sidebar"]
     text = " ".join(issues)
     for what in READER_CHECKS.values():
         assert what in text, (what, issues)
