@@ -13,6 +13,7 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 import time
 
 import bench_batched
+import bench_capture
 import bench_gpu
 import bench_hmc
 import bench_mmd
@@ -21,7 +22,7 @@ import bench_precision
 import bench_sgm
 
 BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu,
-                                    bench_precision)}
+                                    bench_precision, bench_capture)}
 
 
 def main(argv=None) -> None:
