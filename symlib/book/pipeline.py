@@ -17,6 +17,14 @@ meanwhile), so an interrupted run leaves the previous run's pair, never a mix. A
 the failed notebook as ``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
 (``book/reproducibility.md``) is executed last so it sees every chapter's results file.
 
+A long run goes in pieces: a stage that reaches its time budget (``$SYMLIB_BUDGET_S``) raises
+:class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its checkpoint written; the chapter
+is then reported as *stopped at its time budget*, not as failed, nothing of it is put in place,
+and ``execute`` exits with status 75 once the other chapters have run: run the same command
+again to continue. Every execution of a chapter appends a line to its pieces file
+(:mod:`symlib.book.pieces`), from which a published run states how many pieces and device
+minutes it took.
+
 ``build`` copies MathJax from its registry package into ``book/_static`` (the book renders
 math offline), writes a placeholder for any chapter not executed, and runs
 ``jupyter-book build --all -W --keep-going``. The book is built inside the checkout
@@ -49,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
@@ -302,7 +311,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     target = executed_folder / f"{name}.ipynb"
     failed = executed_folder / f"{name}.failed.ipynb"
-    start = time.perf_counter()
+    start, started = time.perf_counter(), datetime.now(UTC)
     # the pid in the name lets a later run tell a killed run's folder from a running one's
     with (
         _sigterm_exits(),
@@ -327,8 +336,14 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                     config=_kernel_config(Path(tmp)),
                 )
         except papermill.PapermillExecutionError as err:
+            if err.ename == BUDGET_ERROR:  # a piece of a long run: its stages kept their checkpoints
+                _log_piece(name, profile, device, start, started, "budget")
+                raise SystemExit(f"{name}: {PIECE_STOPPED} ({err.evalue}); run the same command again "
+                                 f"to continue. {_shown(target)} was left as it was.") from None
+            _log_piece(name, profile, device, start, started, "failed")
             raise _failure(name, f"{err.ename}: {err.evalue}", out, failed, target) from None
         except DeadKernelError as err:
+            _log_piece(name, profile, device, start, started, "failed")
             reason = (f"the kernel died, {type(err).__name__}: {err}; out of memory, a crash in "
                       "compiled code (e.g. a damaged compiled Stan model) or a kill")
             raise _failure(name, reason, out, failed, target) from None
@@ -337,7 +352,43 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
         _postprocess(executed)
         _commit(executed, staging, target, results_dir())
     failed.unlink(missing_ok=True)
+    _log_piece(name, profile, device, start, started, "rendered" if cached_only() else "complete")
     return time.perf_counter() - start
+
+
+BUDGET_ERROR = "BudgetExhausted"
+"""The exception (:class:`symlib.inference.hmc_resumable.BudgetExhausted`) with which a stage
+stops at its time budget, its checkpoint written."""
+
+PIECE_STOPPED = "stopped at its time budget"
+"""How a chapter that stopped at its budget is reported (not a failure: run again to go on)."""
+
+BUDGET_EXIT = 75
+"""Exit status of an ``execute`` in which every chapter either finished or stopped at its budget,
+and at least one stopped (``EX_TEMPFAIL``: run the same command again)."""
+
+
+def _device_name(device: str) -> str:
+    """The device a chapter ran on, for its pieces file: ``cpu``, or ``cuda (NVIDIA H100 ...)``."""
+    from symlib.book.runtime import resolve_device
+
+    resolved = resolve_device(device)
+    if resolved.type == "cuda":
+        import torch
+
+        return f"cuda ({torch.cuda.get_device_name(resolved)})"
+    return resolved.type
+
+
+def _log_piece(name: str, profile: str, device: str, start: float, started, outcome: str) -> None:
+    """One line in the chapter's pieces file (:mod:`symlib.book.pieces`); the reproducibility
+    page is not a chapter and keeps none."""
+    if name == "reproducibility":
+        return
+    from symlib.book.pieces import log_piece
+
+    log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
+              outcome=outcome, started=started)
 
 
 def _placeholder(name: str, folder: Path) -> None:
@@ -486,6 +537,9 @@ def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> fl
 def _report(name: str, seconds: float | None, error: str | None) -> None:
     if error is None:
         print(f"[symlib] {name}: {seconds:.1f} s", flush=True)
+    elif PIECE_STOPPED in error:
+        print(f"[symlib] {name}: {PIECE_STOPPED}, its checkpoints kept (run again to continue)",
+              file=sys.stderr, flush=True)
     else:
         print(f"[symlib] {name}: FAILED (the message follows when every chapter has run)",
               file=sys.stderr, flush=True)
@@ -508,10 +562,17 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     run = functools.partial(_execute_announced, profile=profile, seed=seed, device=device)
     with _sigterm_exits():  # stops the workers too: their kernels then exit with them
         times, failures = side_by_side.run_chapters(run, names, jobs, _report)
+    stopped = {n: m for n, m in failures.items() if PIECE_STOPPED in m}
+    failures = {n: m for n, m in failures.items() if n not in stopped}
     if failures:
-        raise SystemExit("\n".join(failures.values()) + (
+        raise SystemExit("\n".join([*failures.values(), *stopped.values()]) + (
             f"\n{len(failures)} of {len(names)} chapters failed ({', '.join(failures)}); the others ran; "
             "the reproducibility page was not updated"))
+    if stopped:
+        print("\n".join(stopped.values()) + f"\n[symlib] {len(stopped)} of {len(names)} chapters stopped at their "
+              f"time budget ({', '.join(stopped)}): run the same command again to continue from their checkpoints; "
+              "the reproducibility page was not updated", file=sys.stderr, flush=True)
+        raise SystemExit(BUDGET_EXIT)
     times["reproducibility"] = run("reproducibility")
     _report("reproducibility", times["reproducibility"], None)
     return times

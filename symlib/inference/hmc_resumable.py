@@ -22,7 +22,8 @@ says ``complete=False`` and the next call continues. A checkpoint records the ru
 is refused, naming the difference, by a call with other settings. Checkpoints are written
 atomically (temporary file, fsync, rename): a kill during a write leaves the previous one.
 
-Public: :class:`ResumableResult`, :func:`sample_resumable`, :func:`budget_from_env`.
+Public: :class:`ResumableResult`, :class:`BudgetExhausted`, :func:`sample_resumable`,
+:func:`budget_from_env`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,18 @@ from torch import Tensor
 
 from symlib.inference import hmc
 
-__all__ = ["BUDGET_ENV", "ResumableResult", "budget_from_env", "sample_resumable"]
+__all__ = ["BUDGET_ENV", "BudgetExhausted", "ResumableResult", "budget_from_env", "sample_resumable"]
 
 BUDGET_ENV = "SYMLIB_BUDGET_S"
 FORMAT = 1
 HISTORY_KEYS = ("accept_prob", "energy_error", "potential", "step_size")
+
+
+class BudgetExhausted(RuntimeError):
+    """A piece of a long run stopped at its time budget, its checkpoint written: run the same
+    command again to continue. A stage raises it (:meth:`ResumableResult.require_complete`) so
+    that nothing partial is cached, and ``python -m symlib.book.pipeline execute`` reports the
+    chapter as a piece to continue (exit status 75), not as a failure."""
 
 
 class ResumableResult(NamedTuple):
@@ -70,6 +78,14 @@ class ResumableResult(NamedTuple):
     """How many calls the run took so far (1: never resumed)."""
     state: hmc.HMCState
     """The chains' current state."""
+
+    def require_complete(self, what: str = "HMC") -> ResumableResult:
+        """This result, if every transition is done; otherwise raise :class:`BudgetExhausted`
+        saying how far the run got (for a stage, which must not cache a partial run)."""
+        if not self.complete:
+            raise BudgetExhausted(f"{what}: stopped at its time budget after piece {self.pieces}, "
+                                  f"{self.transitions} transitions done; run again to continue from its checkpoint")
+        return self
 
 
 def budget_from_env() -> float | None:
@@ -191,7 +207,8 @@ def sample_resumable(
         hist = {k: np.array(v) for k, v in saved["history"].items()}
         phase, kept = saved["phase"], list(saved["kept"])
         generator.set_state(saved["generator"])
-        wall_before, pieces = saved["wall_s"], saved["pieces"] + 1
+        # a finished run's checkpoint is read, not resumed: no new piece, nothing written again
+        wall_before, pieces = saved["wall_s"], saved["pieces"] + (1 if it < total else 0)
     else:
         eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
         da = hmc.dual_averaging_init(eps)
@@ -200,21 +217,22 @@ def sample_resumable(
         hist = {k: np.zeros((total, n_chains)) for k in HISTORY_KEYS}
         phase = np.zeros(total, dtype=np.int8)
 
-    def save() -> None:
+    def save(wall_s: float | None = None) -> None:
+        size = sum(t.numel() * t.element_size() for t in kept) + sum(a.nbytes for a in hist.values())
+        size += sum(v.numel() * v.element_size() for v in state.position.values()) * 2
+        if size > max_checkpoint_bytes:  # checked before copying the state off the device
+            raise ValueError(f"the checkpoint would weigh about {size / 2**20:.1f} MiB, over "
+                             f"{max_checkpoint_bytes / 2**20:.0f} MiB: keep summaries (summarize=...) or thin more")
         payload = {"format": FORMAT, "settings": settings, "it": it, "n_grad": n_grad, "eps": eps,
                    "state": {"position": _cpu(state.position), "potential": state.potential.cpu(),
                              "grad": _cpu(state.grad)},
                    "da": da._asdict(), "generator": generator.get_state(), "history": hist, "phase": phase,
-                   "kept": kept, "wall_s": wall_before + time.perf_counter() - start, "pieces": pieces}
-        size = sum(t.numel() * t.element_size() for t in kept) + sum(a.nbytes for a in hist.values())
-        size += sum(v.numel() * v.element_size() for v in state.position.values()) * 2
-        if size > max_checkpoint_bytes:
-            raise ValueError(f"the checkpoint would weigh about {size / 2**20:.1f} MiB, over "
-                             f"{max_checkpoint_bytes / 2**20:.0f} MiB: keep summaries (summarize=...) or thin more")
+                   "kept": kept, "wall_s": wall_before + time.perf_counter() - start if wall_s is None else wall_s,
+                   "pieces": pieces}
         _write(path, payload)
 
     last_save = time.perf_counter()
-    stopped = False
+    stopped, it_start = False, it
     while it < total:
         burning = it < n_burnin
         step = eps
@@ -246,12 +264,12 @@ def sample_resumable(
                 break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    if not stopped:
-        save()   # the finished run's checkpoint: a later call returns it without sampling again
+    wall = wall_before + (time.perf_counter() - start if it > it_start else 0.0)
+    if not stopped and it > it_start:
+        save(wall)   # the finished run's checkpoint: a later call returns it without sampling again
     sampling = phase[:it] == 1
     accept_rate = torch.as_tensor(hist["accept_prob"][:it][sampling].mean(0) if sampling.any()
                                   else np.full(n_chains, math.nan))
     done_hist = {k: v[:it] for k, v in hist.items()} | {"phase": phase[:it]}
     kept_t = torch.stack(kept) if kept else torch.empty(0)
-    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad,
-                           wall_before + time.perf_counter() - start, pieces, state)
+    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad, wall, pieces, state)

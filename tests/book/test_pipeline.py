@@ -525,3 +525,37 @@ def test_two_chapters_side_by_side_write_their_pages_and_results_where_the_varia
         assert results["profile"] == "smoke"
         assert f"[symlib] {name}: " in out
     assert (tmp_path / "executed" / "reproducibility.ipynb").exists()
+
+
+def test_a_chapter_stopped_at_its_budget_is_a_piece_to_continue_not_a_failure(sandbox, monkeypatch, capsys):
+    """A stage raising BudgetExhausted: the other chapters run, nothing of the stopped one is put in
+    place, the command exits 75 saying to run again, and every execution is in the pieces file."""
+    from symlib.book import pieces
+
+    (sandbox / "executed").mkdir()
+    previous = sandbox / "executed" / "00_symmetries.ipynb"
+    previous.write_text("previous page")
+
+    def stop(kwargs):
+        if kwargs["cwd"].endswith("notebooks") and stop.first:
+            stop.first = False
+            raise papermill.PapermillExecutionError(0, 1, "HMC: stopped", "BudgetExhausted", "HMC: stopped", [])
+
+    stop.first = True
+    fake_papermill(monkeypatch, stop)
+    monkeypatch.setenv("SYMLIB_CHAPTER_JOBS", "1")
+    with pytest.raises(SystemExit) as err:
+        pipeline.main(["execute", "--profile", "smoke", "00_symmetries", "01_ortho_skip"])
+    assert err.value.code == pipeline.BUDGET_EXIT
+    printed = capsys.readouterr().err
+    assert "00_symmetries: stopped at its time budget (HMC: stopped); run the same command again" in printed
+    assert "1 of 2 chapters stopped at their time budget (00_symmetries)" in printed and "FAILED" not in printed
+    assert previous.read_text() == "previous page"
+    assert (sandbox / "executed" / "01_ortho_skip.ipynb").exists()
+    assert not (sandbox / "executed" / "00_symmetries.failed.ipynb").exists()
+    assert [e["outcome"] for e in pieces.read("00_symmetries")] == ["budget"]
+    assert [e["outcome"] for e in pieces.read("01_ortho_skip")] == ["complete"]
+    pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])   # the next piece completes it
+    log = pieces.read("00_symmetries")
+    assert [e["outcome"] for e in log] == ["budget", "complete"] and {e["profile"] for e in log} == {"smoke"}
+    assert pieces.account(log, "smoke")["pieces"] == 2 and log[0]["device"] == "cpu"

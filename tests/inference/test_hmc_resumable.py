@@ -71,9 +71,22 @@ def test_a_run_stopped_at_its_budget_and_resumed_equals_an_uninterrupted_one(tmp
             break
     assert pieces == list(range(1, 17)) and res.pieces == 16
     _same(res, ref)
+    stamp = (tmp_path / "ck.pt").stat().st_mtime_ns
     again = _run(tmp_path / "ck.pt")      # a finished run is returned, not sampled again
     _same(again, ref)
-    assert again.transitions == 16
+    assert again.transitions == 16 and again.pieces == 16 and again.wall_time_s == res.wall_time_s
+    assert (tmp_path / "ck.pt").stat().st_mtime_ns == stamp   # nor written again
+
+
+def test_a_stage_refuses_a_partial_run_with_budget_exhausted(tmp_path):
+    from symlib.inference.hmc_resumable import BudgetExhausted
+
+    part = _run(tmp_path / "ck.pt", budget_s=1e-9)
+    assert not part.complete
+    with pytest.raises(BudgetExhausted, match="piece 1, 1 transitions done; run again"):
+        part.require_complete("chapter 5's HMC")
+    done = _run(tmp_path / "done.pt")
+    assert done.require_complete() is done
 
 
 def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):

@@ -1,0 +1,106 @@
+"""The pieces a chapter's run took: one line per execution, for the account a published run gives.
+
+A `paper` run on a GPU rarely fits one allocation: it runs in pieces, each stopped at its time
+budget (``$SYMLIB_BUDGET_S``; a stage raises
+:class:`~symlib.inference.hmc_resumable.BudgetExhausted` and keeps its checkpoint) and continued
+by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
+execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
+started, how long it ran, on which device, profile and commit, and how it ended (``complete``,
+``budget``, ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes
+nothing). :func:`account` reads the entries of a chapter's latest complete run, which
+:func:`symlib.book.published.publish` stores with the record: pieces, device minutes, devices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from symlib.book.paths import project_root_or_cwd
+
+__all__ = ["OUTCOMES", "account", "log_piece", "pieces_path", "read"]
+
+OUTCOMES = ("complete", "budget", "failed", "rendered")
+"""How an execution ended (module docstring)."""
+
+
+def pieces_path(chapter: str, directory: Path | None = None) -> Path:
+    """``<results>/pieces/<chapter>.json`` (``directory``: the results folder; default
+    :func:`symlib.book.results.results_dir`)."""
+    if directory is None:
+        from symlib.book.results import results_dir
+
+        directory = results_dir()
+    return Path(directory) / "pieces" / f"{chapter}.json"
+
+
+def read(chapter: str, directory: Path | None = None) -> list[dict]:
+    """The chapter's entries, oldest first ([] when it has none)."""
+    path = pieces_path(chapter, directory)
+    if not path.is_file():
+        return []
+    try:
+        entries = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): move it away; it only counts pieces") from None
+    return entries if isinstance(entries, list) else []
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=project_root_or_cwd(), capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
+              directory: Path | None = None, started: datetime | None = None) -> Path:
+    """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
+
+    Raises:
+        ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
+    """
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}; got {outcome!r}")
+    path = pieces_path(chapter, directory)
+    entries = read(chapter, directory)
+    started = started or datetime.now(UTC)
+    entries.append({"started": started.isoformat(timespec="seconds"), "seconds": round(float(seconds), 1),
+                    "device": device, "profile": profile, "commit": _commit()[:12], "outcome": outcome})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(entries, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def account(entries: list[dict], profile: str) -> dict | None:
+    """The latest complete run of ``profile`` in ``entries``: the executions that computed it
+    (its ``complete`` piece and the ``budget`` or ``failed`` pieces since the previous complete
+    run of that profile; re-renders compute nothing and are left out), or None when no piece of
+    that profile completed.
+
+    Returns:
+        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "stopped_at_budget",
+        "failed"}``.
+    """
+    mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
+    ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
+    if not ends:
+        return None
+    last = ends[-1]
+    first = ends[-2] + 1 if len(ends) > 1 else 0
+    run = mine[first:last + 1]
+    seconds = sum(float(e.get("seconds", 0.0)) for e in run)
+    return {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
+            "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
+            "last": run[-1].get("started"),
+            "stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
+            "failed": sum(e.get("outcome") == "failed" for e in run)}

@@ -1,0 +1,35 @@
+"""The pieces file of a chapter and the account of its latest complete run (symlib/book/pieces.py)."""
+
+import pytest
+
+from symlib.book import pieces
+
+
+def _log(tmp_path, *runs):
+    for profile, seconds, outcome in runs:
+        pieces.log_piece("05_rebasin_hmc", profile=profile, device="cuda (H100)", seconds=seconds, outcome=outcome,
+                         directory=tmp_path)
+    return pieces.read("05_rebasin_hmc", tmp_path)
+
+
+def test_account_counts_the_pieces_of_the_latest_complete_run(tmp_path):
+    log = _log(tmp_path, ("paper", 600, "budget"), ("paper", 300, "complete"),          # an earlier run
+               ("paper", 590, "budget"), ("paper", 20, "failed"), ("full", 99, "complete"),
+               ("paper", 600, "budget"), ("paper", 120, "complete"), ("paper", 5, "rendered"))
+    got = pieces.account(log, "paper")
+    assert got["pieces"] == 4 and got["seconds"] == 590 + 20 + 600 + 120 and got["minutes"] == 22.2
+    assert got["stopped_at_budget"] == 2 and got["failed"] == 1 and got["devices"] == ["cuda (H100)"]
+    assert pieces.account(log, "full")["pieces"] == 1
+    assert pieces.account(log, "quick") is None
+    assert pieces.account(_log(tmp_path / "other", ("paper", 600, "budget")), "paper") is None  # not done yet
+
+
+def test_entries_are_appended_with_what_they_need(tmp_path):
+    log = _log(tmp_path, ("paper", 12.34, "complete"))
+    assert set(log[0]) == {"started", "seconds", "device", "profile", "commit", "outcome"}
+    assert log[0]["seconds"] == 12.3
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        pieces.log_piece("x", profile="paper", device="cpu", seconds=1, outcome="killed", directory=tmp_path)
+    (tmp_path / "pieces" / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        pieces.read("bad", tmp_path)
