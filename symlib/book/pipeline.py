@@ -505,6 +505,7 @@ def clean() -> list[Path]:
     for folder in executed:
         _remove_outputs(folder, names, (".ipynb", ".failed.ipynb"), whole=folder == EXECUTED)
     for folder in results:
+        _remove_outputs(folder / "pieces", names, (".json",), whole=False)  # the chapters' pieces files
         _remove_outputs(folder, names, (".json",), whole=folder == ROOT / "results")
     for folder in caches:
         clear(folder)  # only the cache's own files, wherever it is

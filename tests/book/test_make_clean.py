@@ -34,6 +34,7 @@ def _outside(tmp_path) -> dict[str, Path]:
         "cache, user's file": tmp_path / "cache" / "notes.txt",
         "results": tmp_path / "res" / "00_symmetries.json",
         "results, user's file": tmp_path / "res" / "mine.json",
+        "pieces": tmp_path / "res" / "pieces" / "00_symmetries.json",
         "executed": tmp_path / "exe" / "00_symmetries.ipynb",
         "executed, failed": tmp_path / "exe" / "00_symmetries.failed.ipynb",
         "executed, user's file": tmp_path / "exe" / "mine.ipynb",
@@ -58,6 +59,7 @@ def test_make_clean_honours_the_path_variables(tmp_path):
     assert done.returncode == 0, done.stderr
     kept = {name for name, path in files.items() if path.exists()}
     assert kept == {"cache, user's file", "results, user's file", "executed, user's file"}
+    assert not (tmp_path / "res" / "pieces").exists()
     assert sorted(p.name for p in root.iterdir()) == ["Makefile", "_toc.yml", "book", "notebooks"]
     assert not (root / "book" / "_static" / "mathjax").exists()
 
