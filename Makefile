@@ -6,7 +6,7 @@
 #   make book                          execute every chapter (PROFILE=quick) and build _build/html
 #   make book PROFILE=paper DEVICE=cuda
 #   make chapter CHAPTER=00_symmetries rerun one chapter, then rebuild the book
-#   make publish CHAPTER=...           copy a finished full run to published/full/ (all: no CHAPTER)
+#   make publish CHAPTER=... [TIER=paper]  copy a finished full (or paper) run to published/<tier>/ (all: no CHAPTER)
 #   make linkcheck                     check every internal link and anchor of the built book (offline)
 #   make browser-test                  open every built page in headless Chromium
 #   make clean                         remove executed notebooks, results, the cache and the build
@@ -72,7 +72,7 @@ chapters: $(STAMP)
 	@$(PY) -m symlib.book.pipeline chapters
 
 publish: $(STAMP)
-	$(PY) -m symlib.book.published publish $(CHAPTER)
+	$(PY) -m symlib.book.published publish --tier $(or $(TIER),full) $(CHAPTER)
 
 linkcheck: $(STAMP)
 	$(PY) -m symlib.book.linkcheck _build/html

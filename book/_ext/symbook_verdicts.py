@@ -35,6 +35,14 @@ class VerdictTotals(Directive):
                + ledger.counts_html(records, label="", anchor="verdict-totals", link_prefix=prefix,
                                     caption="Each chapter's claims in its published full run, judged under the "
                                             "paper's own protocol (reproduced) and today's standard (robust)"))
+        paper_dir = ROOT / "published" / "paper"
+        papers = {chapter: published.load(chapter, paper_dir, tier="paper") for chapter in CHAPTERS}
+        for chapter in CHAPTERS:
+            env.note_dependency(str(paper_dir / f"{chapter}.json"))
+        if any(papers.values()):  # the papers' budgets, where a chapter's has been run
+            done = {c: r for c, r in papers.items() if r is not None}
+            out += (f'<p class="symlib-totals">{html.escape(ledger.totals_sentence(done, what="the published paper runs"))}'
+                    f" ({len(done)} of {len(CHAPTERS)} chapters so far)</p>")
         return [nodes.raw("", out, format="html")]
 
 

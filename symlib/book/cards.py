@@ -109,20 +109,25 @@ def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", an
 
 def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
                  stale: list[str] | None = None, sections: dict[str, str] | None = None,
-                 link_prefix: str = "", note: str = "") -> str:
-    """A chapter's claims as captioned cards: this build's verdicts beside the published run's."""
-    full_claims = {c["id"]: c for c in (full_record or {}).get("claims", [])}
+                 link_prefix: str = "", note: str = "", published_runs: dict | None = None) -> str:
+    """A chapter's claims as captioned cards: this build's verdicts beside the published runs'
+    (``published_runs``: tier -> ``(record, why it is stale)``, most converged first; or one
+    ``full_record`` with its ``stale``)."""
+    if published_runs is None:
+        published_runs = {"full": (full_record, stale or [])} if full_record is not None else {}
+    claims_of = {tier: {c["id"]: c for c in (record or {}).get("claims", [])}
+                 for tier, (record, _) in published_runs.items()}
+    stale_tiers = tuple(f"{tier} (published)" for tier, (_, why) in published_runs.items() if why)
     run = meta.get("profile", "this run")
-    full_tier = "full (published)"
     cards = []
     for c in meta["claims"]:
-        # the most converged run first: the published full run, then this build
-        tiers = {full_tier: full_claims.get(c["id"])} if full_record is not None else {}
+        # the most converged run first: the published runs (paper, then full), then this build
+        tiers = {f"{tier} (published)": claims_of[tier].get(c["id"]) for tier in published_runs}
         tiers[f"{run} (this build)"] = c
         section = (sections or {}).get(c["id"])
         href = f"{link_prefix}#{section}" if section else ""
         cards.append(claim_card(c, tiers=tiers, href=href, anchor="" if link_prefix else f"claim-{c['id']}",
-                                stale_tiers=(full_tier,) if stale else ()))
+                                stale_tiers=stale_tiers))
     caption = ("Claims ledger: each claim's criterion and preconditions, fixed before the run, and its two verdicts: "
                "reproduced (the paper's own protocol) and robust (today's standard)")
     tail = f'<p class="symlib-tier-note">{note}</p>' if note else ""
@@ -131,7 +136,8 @@ def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | Non
 
 
 def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None, provenance: str = "") -> str:
-    """The box that opens a chapter: does each claim reproduce, in the published `full` run?
+    """The box that opens a chapter: does each claim reproduce, in the published run in front
+    (the most converged: ``paper`` when published, else ``full``)?
 
     One line per claim (code checks left out): its reproduced and robust verdicts and the claim,
     linked to its card in the chapter's ledger (``#claim-<id>``); above them the counts and
@@ -155,6 +161,7 @@ def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None,
         for c in claims)
     stale_note = " (computed by an older version of the code or profile)" if stale else ""
     prov = f' <span class="symlib-tier-note">{provenance}</span>' if provenance else ""  # HTML already
-    return (f'<div class="symlib-glance"><p><strong>Does it reproduce?</strong> In the published full run'
+    tier = html.escape(str(record.get("profile") or "full"))
+    return (f'<div class="symlib-glance"><p><strong>Does it reproduce?</strong> In the published {tier} run'
             f'{stale_note}, {len(claims)} claims: {"; ".join(counts)}. Each line: reproduced (the paper\'s own '
             f"protocol), robust (today's standard), the claim.{prov}</p><ul>{lines}</ul></div>")

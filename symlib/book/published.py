@@ -1,13 +1,15 @@
-"""Published `full` runs: the converged numbers shown in the book beside the quick build's.
+"""Published runs: the converged numbers shown in the book beside the quick build's.
 
-``published/full/<chapter>.json`` is the results file of the latest `full` run of a chapter
-(tables, claims with preconditions, robustness, wall time, device, commit, profile and code
-hashes), and ``published/full/<chapter>/`` holds the figures that run drew (PNG, taken from the
-executed notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the book
-reads it, marks a chapter whose profile or code changed since (:func:`staleness`) and never
-fails on that.
+``published/<tier>/<chapter>.json`` is the results file of the latest run of a chapter in that
+tier (:data:`TIERS`: ``full``, the data that ships here on two CPU cores; ``paper``, the papers'
+budgets on one GPU, in pieces): tables, claims with preconditions, robustness, wall time,
+device, commit, profile and code hashes, and how many pieces and device minutes the run took.
+``published/<tier>/<chapter>/`` holds the figures that run drew (PNG, taken from the executed
+notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the book reads it,
+puts the most converged tier in front (:func:`front`), marks a record whose profile or code
+changed since (:func:`staleness`) and never fails on that.
 
-    python -m symlib.book.published publish [CHAPTER ...]   # after a full run of those chapters
+    python -m symlib.book.published publish [--tier full|paper] [CHAPTER ...]   # after such runs
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from symlib.book import pieces
 from symlib.book.data import data_hash
 from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.provenance import (
@@ -31,35 +34,50 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "load", "publish", "published_dir", "staleness", "tier_summary", "verdicts_by_tier"]
+__all__ = ["TIER", "TIERS", "front", "load", "publish", "published_dir", "staleness", "tier_summary",
+           "verdicts_by_tier"]
 
 TIER = "full"
+"""The tier published by default: the data that ships here, sized for two CPU cores."""
+TIERS = ("full", "paper")
+"""The tiers published, least converged first: ``paper`` is the papers' models, budgets and
+protocols, run on one GPU in pieces (``published/paper/``)."""
 MAX_FIGURE_BYTES = 2_000_000
 """Figures larger than this are not published (the repository keeps only small files)."""
 
 
-def published_dir() -> Path:
-    """``published/full/`` in the book's checkout."""
-    return project_root_or_cwd() / "published" / TIER
+def _check_tier(tier: str) -> str:
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}; got {tier!r}")
+    return tier
 
 
-def publish(chapter: str, *, source: Path | None = None, executed: Path | None = None,
+def published_dir(tier: str = TIER) -> Path:
+    """``published/<tier>/`` in the book's checkout (default ``published/full/``)."""
+    return project_root_or_cwd() / "published" / _check_tier(tier)
+
+
+def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, executed: Path | None = None,
             dest: Path | None = None) -> Path:
-    """Copy the finished `full` run of ``chapter`` (results file and figures) to ``dest``.
+    """Copy the finished ``tier`` run of ``chapter`` (results file and figures) to ``dest``
+    (default ``published/<tier>/``), with the account of where its numbers were computed: device,
+    commit, compute time and, from the chapter's pieces file (:mod:`symlib.book.pieces`), how
+    many pieces and device minutes its latest complete run took.
 
     Raises:
         FileNotFoundError: no results file for the chapter.
-        ValueError: the results file is not of a `full` run, or has no provenance.
+        ValueError: an unknown tier; the results file is not of a ``tier`` run, or has no provenance.
     """
+    _check_tier(tier)
     source = Path(source) if source is not None else results_dir()
     executed = Path(executed) if executed is not None else executed_dir()
-    dest = Path(dest) if dest is not None else published_dir()
+    dest = Path(dest) if dest is not None else published_dir(tier)
     path = source / f"{chapter}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no results file {path}: run `make chapter CHAPTER={chapter} PROFILE={TIER}` first")
+        raise FileNotFoundError(f"no results file {path}: run `make chapter CHAPTER={chapter} PROFILE={tier}` first")
     record = json.loads(path.read_text())
-    if record.get("profile") != TIER:
-        raise ValueError(f"{path} is a {record.get('profile')!r} run; only `{TIER}` runs are published")
+    if record.get("profile") != tier:
+        raise ValueError(f"{path} is a {record.get('profile')!r} run; only `{tier}` runs are published as {tier}")
     if not record.get("provenance"):
         raise ValueError(f"{path} has no provenance (made by an older version): rerun the chapter")
     record = rehashed(record)
@@ -76,6 +94,16 @@ def publish(chapter: str, *, source: Path | None = None, executed: Path | None =
     return out
 
 
+def front(chapter: str) -> dict | None:
+    """The most converged published record of ``chapter`` (``paper`` before ``full``), or None:
+    the run whose numbers a page puts in front."""
+    for tier in reversed(TIERS):
+        record = load(chapter, tier=tier)
+        if record is not None:
+            return record
+    return None
+
+
 def rehashed(record: dict, notebook: Path | None = None) -> dict:
     """``record`` with its code hashes re-expressed under this version's :data:`HASH_SCHEME`,
     when it was written under an older one and is current under that one (:func:`staleness` is
@@ -85,7 +113,7 @@ def rehashed(record: dict, notebook: Path | None = None) -> dict:
     prov = record.get("provenance") or {}
     old = prov.get("hash_scheme", 1)
     chapter = declared(record.get("chapter", ""))
-    profile = chapter.profiles.get(TIER) if chapter is not None else None
+    profile = chapter.profiles.get(record.get("profile", TIER)) if chapter is not None else None
     if old >= HASH_SCHEME or profile is None or staleness(record, profile, notebook):
         return record
     if notebook is None:
@@ -114,9 +142,13 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     if not record.get("rendered_from_cache"):
         prov = record.get("provenance") or {}
         torch_version = (record.get("versions") or {}).get("torch")
-        return {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
-                "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
-                "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
+        computed = {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
+                    "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
+                    "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
+        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER))
+        if run is not None:
+            computed["pieces"] = run
+        return computed
     if not (previous or {}).get("computed"):
         raise ValueError(f"{path} was re-rendered from the cache (--cached-only) and no earlier published record "
                          "says where its numbers were computed: publish the run that computed them first")
@@ -145,17 +177,19 @@ def _extract_figures(notebook: Path, folder: Path) -> list[str]:
     return names
 
 
-def load(chapter: str, directory: Path | None = None) -> dict | None:
-    """The published `full` record of ``chapter``, or None.
+def load(chapter: str, directory: Path | None = None, *, tier: str = TIER) -> dict | None:
+    """The published ``tier`` record of ``chapter`` (from ``directory``, default
+    ``published/<tier>/``), or None.
 
     Raises:
         ValueError: the file is not valid JSON (e.g. cut short, or a merge conflict left in it);
             the message names the file and how to restore it.
     """
-    path = (Path(directory) if directory is not None else published_dir()) / f"{chapter}.json"
+    path = (Path(directory) if directory is not None else published_dir(tier)) / f"{chapter}.json"
     if not path.is_file():
         return None
-    fix = f"restore it (`git checkout -- {path.name}` in {path.parent}) or republish: `make publish CHAPTER={chapter}`"
+    fix = (f"restore it (`git checkout -- {path.name}` in {path.parent}) or republish: "
+           f"`make publish CHAPTER={chapter}{'' if tier == TIER else f' TIER={tier}'}`")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
@@ -243,6 +277,9 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     computed = record.get("computed") or {}
     commit = (computed.get("commit") or (record.get("provenance") or {}).get("commit") or "unknown commit")[:12]
     took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
+    run = computed.get("pieces") or {}
+    if run.get("pieces", 1) > 1:
+        took = f"{run['minutes']:g} device minutes in {run['pieces']} pieces"
     date = (record.get("published") or "")[:10]
     line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
             f"commit {commit}{f'; published {date}' if date else ''})")
@@ -252,18 +289,19 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.published", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    pub = sub.add_parser("publish", help=f"copy finished `{TIER}` runs to published/{TIER}/")
-    pub.add_argument("chapters", nargs="*", help="default: every chapter with a full results file")
+    pub = sub.add_parser("publish", help="copy finished runs of a tier to published/<tier>/")
+    pub.add_argument("chapters", nargs="*", help="default: every chapter with a results file of the tier")
+    pub.add_argument("--tier", default=TIER, choices=TIERS, help=f"the profile published (default {TIER})")
     args = parser.parse_args(argv)
     chapters = args.chapters or sorted(
         p.stem for p in results_dir().glob("*.json")
-        if json.loads(p.read_text()).get("profile") == TIER and p.stem != "reproducibility"
+        if json.loads(p.read_text()).get("profile") == args.tier and p.stem != "reproducibility"
     )
     if not chapters:
-        raise SystemExit(f"no `{TIER}` results in {results_dir()}: run `make book PROFILE={TIER}` first")
+        raise SystemExit(f"no `{args.tier}` results in {results_dir()}: run `make book PROFILE={args.tier}` first")
     for chapter in chapters:
         try:
-            out = publish(chapter)
+            out = publish(chapter, tier=args.tier)
         except (FileNotFoundError, ValueError) as err:
             raise SystemExit(f"{chapter}: {err}") from None
         print(f"[symlib] published {chapter} -> {out}")

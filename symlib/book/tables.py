@@ -33,11 +33,13 @@ __all__ = [
     "older_code_note",
     "provenance_line",
     "published_tier",
+    "published_tiers",
     "render_ledger",
     "render_table",
     "show_ledger",
     "show_table",
     "table_anchor",
+    "tier_of",
     "without_timing",
 ]
 
@@ -135,20 +137,36 @@ def format_column(values, fmt: str | None = None) -> list[str]:
 # --------------------------------------------------------------------------- tiers
 
 
-def published_tier(chapter: str, config=None) -> tuple[dict | None, list[str]]:
-    """The published `full` record of ``chapter`` and why it is stale ([] when current).
+def published_tier(chapter: str, config=None, tier: str | None = None) -> tuple[dict | None, list[str]]:
+    """A published record of ``chapter`` and why it is stale ([] when current): the ``tier``'s,
+    or by default the most converged one published (``paper`` before ``full``), whose numbers a
+    page puts in front.
 
     ``config`` is any profile of the chapter (the run's): its module holds the chapter's
-    ``PROFILES``, whose `full` entry the published record is compared with (the book machinery
-    does not import the chapters).
+    ``PROFILES``, whose entry of the record's tier the record is compared with (the book
+    machinery does not import the chapters).
     """
+    tiers = published_tiers(chapter, config, [tier] if tier is not None else None)
+    return next(iter(tiers.values()), (None, []))
+
+
+def published_tiers(chapter: str, config=None, tiers=None) -> dict[str, tuple[dict, list[str]]]:
+    """Every published record of ``chapter`` (of ``tiers``, default all), most converged first:
+    tier -> ``(record, why it is stale)``."""
     import sys
 
-    record = published.load(chapter)
-    if record is None:
-        return None, []
     profiles = getattr(sys.modules.get(type(config).__module__), "PROFILES", None) or {}
-    return record, published.staleness(record, profiles.get(published.TIER))
+    found = {}
+    for tier in tiers or reversed(published.TIERS):
+        record = published.load(chapter, tier=tier)
+        if record is not None:
+            found[tier] = (record, published.staleness(record, profiles.get(tier)))
+    return found
+
+
+def tier_of(record: dict | None) -> str:
+    """The tier a published record belongs to (its profile): ``full`` or ``paper``."""
+    return str((record or {}).get("profile") or published.TIER)
 
 
 def provenance_line(record: dict, stale: list[str]) -> str:
@@ -159,7 +177,10 @@ def provenance_line(record: dict, stale: list[str]) -> str:
     date = (record.get("published") or "")[:10] or "undated"
     device = computed.get("device") or record.get("device")
     took = f" in {html.escape(str(computed['compute_time']))}" if computed.get("compute_time") else ""
-    line = (f"full = published run: profile <code>{html.escape(str(record.get('profile')))}</code>, "
+    run = computed.get("pieces") or {}
+    if run.get("pieces", 1) > 1:
+        took = f" in {run['minutes']:g} device minutes over {run['pieces']} pieces"
+    line = (f"{html.escape(tier_of(record))} = published run: profile <code>{html.escape(str(record.get('profile')))}</code>, "
             f"computed on {html.escape(str(device))}{took} at commit <code>{html.escape(commit)}</code>, "
             f"published {date}")
     rendered = (prov.get("commit") or "")[:12]
@@ -171,11 +192,11 @@ def provenance_line(record: dict, stale: list[str]) -> str:
     return line
 
 
-def tier_note(stale: list[str]) -> str:
+def tier_note(stale: list[str], tier: str = published.TIER) -> str:
     """The short line under a table with the published run's numbers: the run's provenance is
     stated once, at the top of the chapter (:meth:`symlib.book.chapter.Chapter.glance`) and
     under its ledger; only a stale run is marked again here."""
-    line = "full = the published full run (its provenance: “Does it reproduce?” at the top of the chapter)"
+    line = f"{tier} = the published {tier} run (its provenance: “Does it reproduce?” at the top of the chapter)"
     if stale:
         line += ' — <strong class="symlib-stale">from an older version of the code</strong>'
     return line
@@ -288,7 +309,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
         *head, *body, "</table>",
     ]
     if full_record is not None:
-        note = tier_note(stale or [])
+        note = tier_note(stale or [], tier_of(full_record))
         if full is None:
             note += "; this table is not in it"
         elif not merged:  # other rows or columns (e.g. a sweep of more settings): the full run in front
@@ -350,14 +371,14 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
         full = unstored(full_frame, f"{name} (full)") if full_frame is not None and record is not None else None
     if table is None:
         if full is None:
-            raise ValueError(f"table {name!r}: neither this build nor the published full run has it")
+            raise ValueError(f"table {name!r}: neither this build nor a published run has it")
         stale_cls = " symlib-stale" if stale else ""
         out = render_table(full, label=label, anchor=anchor, formats=formats or {}, paper_columns=paper_columns,
                            hide=hide).replace('<div class="symlib-table-scroll"',
                                               f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
         out = out.removesuffix("</div>") + (
-            '<p class="symlib-tier-note">Numbers of the published full run; this build\'s profile computes no such table. '
-            + tier_note(stale or []) + "</p></div>")
+            f'<p class="symlib-tier-note">Numbers of the published {tier_of(record)} run; this build\'s profile computes '
+            "no such table. " + tier_note(stale or [], tier_of(record)) + "</p></div>")
     else:
         out = render_table(table, label=label, anchor=anchor, full=full,
                            full_record=record if (store or full is not None) else None,
@@ -391,8 +412,9 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
     shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
     how = (f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
            if differ is not None else "this build's table has other rows or columns. ")
-    tier = ('<p class="symlib-tier-note">Numbers of the published full run (the most converged); ' + how
-            + (tier_note(stale or []) if full_record is not None else "") + "</p>")
+    name = tier_of(full_record) if full_record is not None else published.TIER
+    tier = (f'<p class="symlib-tier-note">Numbers of the published {name} run (the most converged); ' + how
+            + (tier_note(stale or [], name) if full_record is not None else "") + "</p>")
     this = render_table(table, label=f"{label} (this build)", anchor=f"{anchor}-this-build", formats=formats,
                         paper_columns=paper_columns, hide=hide)
     return (shown.removesuffix("</div>") + tier + "</div>"
@@ -429,31 +451,37 @@ def section_ids(chapter: str, root: Path | None = None) -> dict[str, str]:
 
 def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | None = None,
                   stale: list[str] | None = None, sections: dict[str, str] | None = None,
-                  link_prefix: str = "") -> str:
+                  link_prefix: str = "", published_runs: dict | None = None) -> str:
     """A chapter's claims as captioned cards (:func:`symlib.book.cards.ledger_cards`): per claim
-    the paper's value, ours per tier, and both verdicts of this build and the published run."""
+    the paper's value, ours per tier, and both verdicts of this build and the published runs
+    (``published_runs``: tier -> ``(record, stale)``, most converged first, as
+    :func:`published_tiers` gives; or one ``full_record``)."""
     from symlib.book.cards import ledger_cards
 
-    note = provenance_line(full_record, stale or []) if full_record else ""
-    return ledger_cards(meta, label=label, anchor=anchor, full_record=full_record, stale=stale, sections=sections,
+    if published_runs is None:
+        published_runs = {tier_of(full_record): (full_record, stale or [])} if full_record else {}
+    note = "<br>".join(provenance_line(r, st) for r, st in published_runs.values())
+    return ledger_cards(meta, label=label, anchor=anchor, published_runs=published_runs, sections=sections,
                         link_prefix=link_prefix, note=note)
 
 
 def _figures_html(chapter: str, record: dict, stale: list[str]) -> str:
     import base64
 
-    folder = published.published_dir() / chapter
+    tier = tier_of(record)
+    folder = published.published_dir(tier) / chapter
     imgs = []
     for i, name in enumerate(record.get("figures") or [], 1):
         path = folder / name
         if path.is_file():
             data = base64.b64encode(path.read_bytes()).decode()
             imgs.append(f'<figure class="symlib-full-figure"><img src="data:image/png;base64,{data}" '
-                        f'alt="figure {i} of the published full run"><figcaption>'
-                        f'<span class="caption-number">Full run, figure {i} </span>(in the order of this page)</figcaption></figure>')
+                        f'alt="figure {i} of the published {tier} run"><figcaption>'
+                        f'<span class="caption-number">{tier.capitalize()} run, figure {i} </span>(in the order of this page)'
+                        '</figcaption></figure>')
     if not imgs:
         return ""
-    return ('<details class="symlib-full-figures"><summary>Figures of the published full run</summary>'
+    return (f'<details class="symlib-full-figures"><summary>Figures of the published {tier} run</summary>'
             f'<p class="symlib-tier-note">{provenance_line(record, stale)}</p>{"".join(imgs)}</details>')
 
 
@@ -483,9 +511,10 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     shown.append("claims ledger")
     label = f"Table {chapter_label(run.chapter)}.{len(shown)}"
     anchor = table_anchor(run.chapter, len(shown))
-    record, stale = published_tier(run.chapter, run.config)
+    runs = published_tiers(run.chapter, run.config)
+    record, stale = next(iter(runs.values()), (None, []))
     glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
-    display(HTML(render_ledger(meta, label=label, anchor=anchor, full_record=record, stale=stale, sections=anchors)))
+    display(HTML(render_ledger(meta, label=label, anchor=anchor, sections=anchors, published_runs=runs)))
     older = older_code_note(meta)
     if older:
         display(Markdown(older))
@@ -597,7 +626,7 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
         return Markdown("*This profile runs no sensitivity sweep, and no published run has one.*")
     texts = {c["id"]: c["text"] for c in (record or {}).get("claims", [])}
     texts.update({c.id: c.text for c in chapter.judged_claims(results)})
-    front, tier = (full, "In the published full run") if full else (frames, "In this build")
+    front, tier = (full, f"In the published {tier_of(record)} run") if full else (frames, "In this build")
     items = []
     for claim, frame in front.items():
         if isinstance(frame, dict):

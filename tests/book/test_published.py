@@ -179,3 +179,31 @@ def test_an_unparsable_record_names_its_file(tmp_path):
     with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON.*make publish"):
         pub.load("01_ortho_skip", tmp_path)
     assert pub.load("02a_symmetry_removal", tmp_path) is None
+
+
+def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypatch):
+    """The paper tier (issue 31): published under published/paper/, with how many pieces and device
+    minutes its latest complete run took; a full run is not published as paper; front() prefers it."""
+    from symlib.book import pieces
+
+    _run(tmp_path, "paper", PROFILES["paper"])
+    for seconds, outcome in ((590.0, "budget"), (600.0, "budget"), (130.0, "complete"), (9.0, "rendered")):
+        pieces.log_piece("01_ortho_skip", profile="paper", device="cuda (NVIDIA H100 80GB HBM3)", seconds=seconds,
+                         outcome=outcome, directory=tmp_path / "results")
+    out = pub.publish("01_ortho_skip", tier="paper", source=tmp_path / "results", executed=tmp_path / "executed",
+                      dest=tmp_path / "published" / "paper")
+    record = pub.load("01_ortho_skip", out.parent, tier="paper")
+    run = record["computed"]["pieces"]
+    assert record["profile"] == "paper" and run["pieces"] == 3 and run["minutes"] == 22.0
+    assert run["stopped_at_budget"] == 2 and run["devices"] == ["cuda (NVIDIA H100 80GB HBM3)"]
+    assert "22 device minutes in 3 pieces" in pub.tier_summary(record)
+    with pytest.raises(ValueError, match="only `full` runs are published as full"):
+        pub.publish("01_ortho_skip", source=tmp_path / "results", dest=tmp_path / "published" / "full")
+    with pytest.raises(ValueError, match="tier must be one of"):
+        pub.publish("01_ortho_skip", tier="quick", source=tmp_path / "results")
+
+    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
+    assert pub.published_dir("paper") == tmp_path / "published" / "paper"
+    assert pub.front("01_ortho_skip")["profile"] == "paper"
+    (tmp_path / "published" / "paper" / "01_ortho_skip.json").unlink()
+    assert pub.front("01_ortho_skip") is None

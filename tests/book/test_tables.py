@@ -28,7 +28,8 @@ def run(tmp_path, monkeypatch):
 def publish_fake(tmp_path, monkeypatch):
     """Write a fake published `full` record into a temporary published/full/ folder."""
     folder = tmp_path / "published" / "full"
-    monkeypatch.setattr(published, "published_dir", lambda: folder)
+    monkeypatch.setattr(published, "published_dir",
+                        lambda tier="full": folder if tier == "full" else tmp_path / "published" / tier)
 
     def write(frame, *, config=PROFILES["full"], claims=None, name="sinc_metrics"):
         flat = frame.reset_index() if not isinstance(frame.index, pd.RangeIndex) else frame
@@ -291,3 +292,35 @@ def test_show_sweeps_without_any_sweep_says_so(run, publish_fake):
     publish_fake(_frame())  # a published run without robustness tables
     out = tables.show_sweeps(_fake_chapter({}), run, results=None)
     assert isinstance(out, Markdown) and "no sensitivity sweep" in out.data
+
+
+def test_the_paper_run_goes_in_front_of_the_full_run(run, publish_fake, tmp_path):
+    """With both tiers published: tables and the glance put the paper run's numbers in front (named),
+    and each card has a row per published tier, paper first, then this build."""
+    from symlib.book import cards
+
+    full = publish_fake(_frame(rmse=(0.3, 0.4)))
+    paper_dir = tmp_path / "published" / "paper"
+    paper_dir.mkdir(parents=True)
+    paper = dict(full, profile="paper", provenance=provenance(CHAPTER, PROFILES["paper"]) | {"commit": "0123456789ab"},
+                 tables={"sinc_metrics": dict(full["tables"]["sinc_metrics"],
+                                              rows=_frame(rmse=(0.2, 0.25)).to_numpy().tolist())},
+                 claims=[{"id": "plain-underfits", "text": "t", "paper": "p", "ours": "paper ours", "holds": True,
+                          "criterion": "", "preconditions": [], "kind": "claim", "verdict": "holds"}],
+                 computed={"device": "cuda (H100)", "commit": "0123456789ab",
+                           "pieces": {"pieces": 3, "minutes": 22.0}})
+    (paper_dir / f"{CHAPTER}.json").write_text(json.dumps(paper))
+    record, stale = tables.published_tier(CHAPTER, run.config)
+    assert record["profile"] == "paper" and stale == []
+    assert list(tables.published_tiers(CHAPTER, run.config)) == ["paper", "full"]
+    assert tables.published_tier(CHAPTER, run.config, "full")[0]["profile"] == "full"
+    out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    assert "Numbers of the published paper run" in out and "paper = the published paper run" in out
+    assert "22 device minutes over 3 pieces" in tables.provenance_line(record, [])
+    assert "In the published paper run" in cards.glance(CHAPTER, record)
+    meta = {"profile": "smoke", "claims": [dict(paper["claims"][0], ours="smoke ours")]}
+    html_out = tables.render_ledger(meta, label="Table 1.9", anchor="t",
+                                    published_runs=tables.published_tiers(CHAPTER, run.config))
+    rows = re.findall(r'<th scope="row">([^<]+)</th>', html_out)
+    assert rows == ["paper (published)", "full (published)", "smoke (this build)"]
+    assert "ours (paper (published))" in html_out and "paper ours" in html_out
