@@ -181,14 +181,27 @@ def _report_cache_warnings(name: str, nb) -> None:
         print(f"[symlib] {name}: {line}", file=sys.stderr, flush=True)
 
 
+def _glue_key(output) -> str | None:
+    return ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+
+
 def _postprocess(nb) -> None:
-    """Hide parameter cells from the page and drop stderr outputs."""
-    for cell in nb.cells:
+    """Hide parameter cells from the page, drop stderr outputs, and keep only the last value glued
+    under each key (a page may glue a key again to replace it, e.g. a figure by the published
+    run's: :func:`symlib.book.tables.front_figure`; Jupyter Book warns on a key glued twice)."""
+    last = {}
+    for i, cell in enumerate(nb.cells):
+        for j, output in enumerate(cell.get("outputs", []) if cell.cell_type == "code" else []):
+            if (key := _glue_key(output)) is not None:
+                last[key] = (i, j)
+    for i, cell in enumerate(nb.cells):
         tags = set(cell.get("metadata", {}).get("tags", []))
         if tags & HIDDEN_TAGS:
             cell.metadata["tags"] = sorted(tags | {"remove-cell"})
         if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            cell.outputs = [o for j, o in enumerate(cell.outputs)
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                            and (_glue_key(o) is None or last[_glue_key(o)] == (i, j))]
 
 
 def _kernel_config(folder: Path):

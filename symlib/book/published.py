@@ -86,7 +86,7 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     dest.mkdir(parents=True, exist_ok=True)
     figures = dest / chapter
     shutil.rmtree(figures, ignore_errors=True)
-    record["figures"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
+    record["figures"], record["figure_names"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
     out = dest / f"{chapter}.json"
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
@@ -155,11 +155,13 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     return previous["computed"]
 
 
-def _extract_figures(notebook: Path, folder: Path) -> list[str]:
-    """Write the PNG outputs of an executed notebook as ``figure-<n>.png``; their names."""
+def _extract_figures(notebook: Path, folder: Path) -> tuple[list[str], dict[str, str]]:
+    """Write the PNG outputs of an executed notebook as ``figure-<n>.png``: their file names, and
+    the glue key -> file name of those glued under a key (the figures the page numbers, which
+    a build of another profile can show in front: :func:`symlib.book.tables.front_figure`)."""
     if not notebook.is_file():
-        return []
-    names = []
+        return [], {}
+    names, glued = [], {}
     for cell in json.loads(notebook.read_text()).get("cells", []):
         for output in cell.get("outputs", []):
             bundle = output.get("data", {})
@@ -174,7 +176,10 @@ def _extract_figures(notebook: Path, folder: Path) -> list[str]:
             name = f"figure-{len(names) + 1}.png"
             (folder / name).write_bytes(raw)
             names.append(name)
-    return names
+            key = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+            if key:
+                glued[key] = name
+    return names, glued
 
 
 def load(chapter: str, directory: Path | None = None, *, tier: str = TIER) -> dict | None:

@@ -30,6 +30,7 @@ __all__ = [
     "STATUS",
     "chapter_label",
     "format_column",
+    "front_figure",
     "older_code_note",
     "provenance_line",
     "published_tier",
@@ -485,6 +486,55 @@ def _figures_html(chapter: str, record: dict, stale: list[str]) -> str:
             f'<p class="symlib-tier-note">{provenance_line(record, stale)}</p>{"".join(imgs)}</details>')
 
 
+def front_figure(run, name: str, fig) -> None:
+    """Show the most converged run's figure ``name`` in front: where a published run of a tier
+    this build is not (``full`` or ``paper`` in a ``quick`` build) drew the figure glued under
+    ``name``, glue its PNG under ``name`` again (the pipeline keeps the last value of a key), and
+    keep ``fig``, this build's, for the end of the page (:func:`show_ledger`). Glues
+    ``f"{name}_tier"``, a line for the figure's caption saying which run it shows
+    (``{glue:md}`` in the caption). Call it right after :meth:`~symlib.book.chapter.Chapter.show`.
+    """
+    import io
+
+    from IPython.display import Image, Markdown
+    from myst_nb import glue
+
+    record, stale = published_tier(run.chapter, run.config)
+    file = ((record or {}).get("figure_names") or {}).get(name)
+    tier = tier_of(record)
+    path = published.published_dir(tier) / run.chapter / file if file else None
+    if run.profile in published.TIERS or path is None or not path.is_file():
+        glue(f"{name}_tier", Markdown(f"(This build's run, profile `{run.profile}`.)"), display=False)
+        return
+    glue(name, Image(data=path.read_bytes(), format="png"), display=False)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    _build_figures(run).append((name, buffer.getvalue()))
+    older = ", from an older version of the code" if stale else ""
+    glue(f"{name}_tier", Markdown(f"(The published {tier} run{older}; this build's figure, profile `{run.profile}`, "
+                                  "is at the end of the page.)"), display=False)
+
+
+def _build_figures(run) -> list:
+    """This build's figures that :func:`front_figure` replaced in front, in order (on the run)."""
+    if not hasattr(run, "_symlib_build_figures"):
+        object.__setattr__(run, "_symlib_build_figures", [])
+    return run._symlib_build_figures
+
+
+def _build_figures_html(run) -> str:
+    import base64
+
+    imgs = [f'<figure class="symlib-full-figure"><img src="data:image/png;base64,{base64.b64encode(png).decode()}" '
+            f'alt="this build\'s {html.escape(name)}"><figcaption><span class="caption-number">This build, figure {i} '
+            f"</span>(profile <code>{html.escape(run.profile)}</code>; the page shows the published run's)</figcaption></figure>"
+            for i, (name, png) in enumerate(_build_figures(run), 1)]
+    if not imgs:
+        return ""
+    return (f'<details class="symlib-full-figures"><summary>This build\'s figures (profile {html.escape(run.profile)})'
+            f'</summary>{"".join(imgs)}</details>')
+
+
 def show_ledger(run, *, sections: dict[str, str] | None = None):
     """Write the chapter's results file, then show its claims ledger (and the full run's figures).
 
@@ -519,7 +569,9 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     if older:
         display(Markdown(older))
     if record is not None:
-        figures = _figures_html(run.chapter, record, stale)
+        # the figures the page does not show in front: this build's where the published run's
+        # are in front (front_figure), else the published run's
+        figures = _build_figures_html(run) or _figures_html(run.chapter, record, stale)
         if figures:
             display(HTML(figures))
     else:

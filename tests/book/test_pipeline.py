@@ -559,3 +559,19 @@ def test_a_chapter_stopped_at_its_budget_is_a_piece_to_continue_not_a_failure(sa
     log = pieces.read("00_symmetries")
     assert [e["outcome"] for e in log] == ["budget", "complete"] and {e["profile"] for e in log} == {"smoke"}
     assert pieces.account(log, "smoke")["pieces"] == 2 and log[0]["device"] == "cpu"
+
+
+def test_a_key_glued_again_replaces_the_earlier_value_on_the_page():
+    """_postprocess keeps the last output glued under a key (Jupyter Book warns on duplicates)."""
+    def glued(name, text):
+        return nbformat.v4.new_output("display_data", data={"text/plain": text},
+                                      metadata={"scrapbook": {"name": name, "mime_prefix": ""}})
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("a"), nbformat.v4.new_code_cell("b")]
+    nb.cells[0].outputs = [glued("fig", "this build"), glued("other", "kept"),
+                           nbformat.v4.new_output("stream", name="stdout", text="shown")]
+    nb.cells[1].outputs = [glued("fig", "published")]
+    pipeline._postprocess(nb)
+    assert [o.get("data", {}).get("text/plain") or o.get("text") for o in nb.cells[0].outputs] == ["kept", "shown"]
+    assert [o["data"]["text/plain"] for o in nb.cells[1].outputs] == ["published"]

@@ -324,3 +324,30 @@ def test_the_paper_run_goes_in_front_of_the_full_run(run, publish_fake, tmp_path
     rows = re.findall(r'<th scope="row">([^<]+)</th>', html_out)
     assert rows == ["paper (published)", "full (published)", "smoke (this build)"]
     assert "ours (paper (published))" in html_out and "paper ours" in html_out
+
+
+def test_the_published_runs_figure_goes_in_front_and_this_builds_to_the_end(run, publish_fake, tmp_path, monkeypatch):
+    """front_figure: in a build of another profile, the figure glued under a key is the published run's
+    PNG (glued again under the key, with a caption line naming the run), and this build's figure is
+    kept for the end of the page; without a published figure of that key, this build's stays."""
+    import matplotlib.pyplot as plt
+
+    record = publish_fake(_frame())
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 20
+    folder = published.published_dir() / CHAPTER
+    folder.mkdir(parents=True)
+    (folder / "figure-1.png").write_bytes(png)
+    record["figure_names"] = {"fig_fits": "figure-1.png"}
+    (published.published_dir() / f"{CHAPTER}.json").write_text(json.dumps(record))
+    glued = {}
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.__setitem__(name, value))
+    fig = plt.figure()
+    tables.front_figure(run, "fig_fits", fig)
+    assert glued["fig_fits"].data == png and "published full run" in glued["fig_fits_tier"].data
+    tables.front_figure(run, "fig_gap", fig)                       # the published run has no such figure
+    assert "fig_gap" not in glued and "This build's run" in glued["fig_gap_tier"].data
+    box = tables._build_figures_html(run)
+    assert box.count("<figure") == 1 and "This build, figure 1" in box and "smoke" in box
+    plt.close(fig)
