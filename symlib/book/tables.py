@@ -377,9 +377,8 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
         out = render_table(full, label=label, anchor=anchor, formats=formats or {}, paper_columns=paper_columns,
                            hide=hide).replace('<div class="symlib-table-scroll"',
                                               f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
-        out = out.removesuffix("</div>") + (
-            f'<p class="symlib-tier-note">Numbers of the published {tier_of(record)} run; this build\'s profile computes '
-            "no such table. " + tier_note(stale or [], tier_of(record)) + "</p></div>")
+        out = _inside_last_box(out, f'<p class="symlib-tier-note">Numbers of the published {tier_of(record)} run; this '
+                               "build's profile computes no such table. " + tier_note(stale or [], tier_of(record)) + "</p>")
     else:
         out = render_table(table, label=label, anchor=anchor, full=full,
                            full_record=record if (store or full is not None) else None,
@@ -396,6 +395,17 @@ def _shown(run) -> list:
 
 
 # --------------------------------------------------------------------------- ledger
+
+
+def _inside_last_box(rendered: str, extra: str) -> str:
+    """``extra`` (a note) inside the last ``<div>`` of a rendered table, before its closing tag: a
+    long table is wrapped in a ``<details>`` box after that div, so the note must not simply
+    replace a trailing ``</div>`` (an unbalanced one closed the page's article early and
+    squeezed its text column to nothing)."""
+    i = rendered.rfind("</div>")
+    if i < 0 or rendered.rstrip().endswith("</details>"):  # a collapsed long table: the note after it, in view
+        return rendered + extra
+    return rendered[:i] + extra + rendered[i:]
 
 
 def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_record: dict | None,
@@ -418,7 +428,7 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
             + (tier_note(stale or [], name) if full_record is not None else "") + "</p>")
     this = render_table(table, label=f"{label} (this build)", anchor=f"{anchor}-this-build", formats=formats,
                         paper_columns=paper_columns, hide=hide)
-    return (shown.removesuffix("</div>") + tier + "</div>"
+    return (_inside_last_box(shown, tier)
             + f'<details class="symlib-other-tier"><summary>This build\'s numbers for {html.escape(label)}</summary>'
             + this + "</details>")
 
@@ -630,12 +640,14 @@ def full_run_unmet(chapter: str) -> str:
 # --------------------------------------------------------------------------- robustness
 
 
-def sweeps_frame(frames: dict, texts: dict[str, str]):
-    """Every claim's sensitivity sweep in one frame: a leading ``claim`` column in words (on each
-    claim's first row only, so a claim's settings read as one group), then the sweeps' columns
-    in first-seen order (a column one sweep lacks is left empty). ``frames``: claim id -> a
-    sweep's DataFrame or a stored table (``{"columns", "rows"}``, as a results file keeps it);
-    None when there are none."""
+def sweeps_frame(frames: dict, labels: dict[str, str]):
+    """Every claim's sensitivity sweep in one frame: a leading ``claim`` column with the claim's
+    label (its number in the list above the table; on each claim's first row only, so a claim's
+    settings read as one group), then the sweeps' columns in first-seen order (a column one sweep
+    lacks is left empty). ``frames``: claim id -> a sweep's DataFrame or a stored table
+    (``{"columns", "rows"}``, as a results file keeps it); None when there are none. A claim's
+    words go in the list, not in the table: a column of sentences beside the sweep's own would
+    make the table far wider than the text."""
     import pandas as pd
 
     parts = []
@@ -643,7 +655,7 @@ def sweeps_frame(frames: dict, texts: dict[str, str]):
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
         part = frame.reset_index(drop=True).copy()
-        part.insert(0, "claim", [texts.get(claim, claim)] + [""] * (len(part) - 1))
+        part.insert(0, "claim", [labels.get(claim, claim)] + [""] * (len(part) - 1))
         parts.append(part)
     if not parts:
         return None
@@ -651,9 +663,10 @@ def sweeps_frame(frames: dict, texts: dict[str, str]):
 
 
 def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = None, columns=None):
-    """A chapter's sensitivity sweeps as one numbered robustness table (the published full run's
-    in front where there is one, this build's one click away), after one line per claim, in
-    words, saying whether its verdict depends on the settings tried.
+    """A chapter's sensitivity sweeps as one numbered robustness table (the published run's in
+    front where there is one, this build's one click away), after a numbered list with one line
+    per claim, in words, saying whether its verdict depends on the settings tried; the table's
+    first column gives the claim's number.
 
     Args:
         chapter: the chapter's :class:`~symlib.book.chapter.Chapter`.
@@ -679,18 +692,22 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
     texts = {c["id"]: c["text"] for c in (record or {}).get("claims", [])}
     texts.update({c.id: c.text for c in chapter.judged_claims(results)})
     front, tier = (full, f"In the published {tier_of(record)} run") if full else (frames, "In this build")
+    labels = {claim: str(i) for i, claim in enumerate(dict.fromkeys([*front, *frames, *full]), 1)}
     items = []
-    for claim, frame in front.items():
+    for claim in labels:
+        frame = front.get(claim)
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
-        items.append(f"<li><em>{html.escape(texts.get(claim, claim))}</em>: {html.escape(summary(frame))}.</li>")
-    lines = (f'<p class="symlib-sweep-summary">{tier}, each claim\'s verdict under the settings tried:</p>'
-             f'<ul class="symlib-sweep-summary">{"".join(items)}</ul>')
+        said = summary(frame) if frame is not None else f"swept in this build only ({summary(frames[claim])})"
+        items.append(f'<li value="{labels[claim]}"><em>{html.escape(texts.get(claim, claim))}</em>: '
+                     f"{html.escape(said)}.</li>")
+    lines = (f'<p class="symlib-sweep-summary">{tier}, each claim\'s verdict under the settings tried (numbered as '
+             f'in the table\'s first column):</p><ol class="symlib-sweep-summary">{"".join(items)}</ol>')
 
     def pick(frame):
         return frame if frame is None or columns is None else frame[["claim", *[c for c in columns if c in frame]]]
 
-    this, published_frame = pick(sweeps_frame(frames, texts)), pick(sweeps_frame(full, texts))
+    this, published_frame = pick(sweeps_frame(frames, labels)), pick(sweeps_frame(full, labels))
     table = show_table(run, "robustness", this, store=False, index=False, full_frame=published_frame,
                        caption=caption or "Each claim's verdicts under each setting of its sensitivity sweep")
     return HTML(lines + table.data)

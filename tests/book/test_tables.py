@@ -258,9 +258,9 @@ def test_sweeps_frame_one_table_claims_in_words_once_per_group():
     stored = {"columns": ["choice", "setting", "verdict", "failed preconditions"],
               "rows": [["as run", "this profile", "holds", ""], ["lr", "0.1", "not judged", "R-hat"]]}
     frame = tables.sweeps_frame({"plain-underfits": _sweep(["holds", "does not hold"], ["this profile", "0.1"]),
-                                 "skip-ood": stored}, {"plain-underfits": "The plain net underfits"})
+                                 "skip-ood": stored}, {"plain-underfits": "1"})
     assert list(frame.columns) == ["claim", "choice", "setting", "verdict", "robust verdict", "ours", "failed preconditions"]
-    assert frame["claim"].tolist() == ["The plain net underfits", "", "skip-ood", ""]  # no text known: the id
+    assert frame["claim"].tolist() == ["1", "", "skip-ood", ""]  # no label given: the id
     assert frame.loc[2, "robust verdict"] == "" and frame.loc[3, "failed preconditions"] == "R-hat"
     assert tables.sweeps_frame({}, {}) is None
 
@@ -276,9 +276,10 @@ def test_show_sweeps_full_run_in_front_with_one_line_per_claim(run, publish_fake
     out = tables.show_sweeps(chapter, run, results=None).data
     summary, out = out.split("<div", 1)
     assert "In the published full run" in summary
-    assert "<em>The plain net underfits</em>: depends on lr; holds with this profile, 0.2" in summary
+    assert '<li value="1"><em>The plain net underfits</em>: depends on lr; holds with this profile, 0.2' in summary
+    assert "Skips help" not in summary  # swept by neither run
     front, behind = out.split('<details class="symlib-other-tier">')
-    assert "symlib-full" in front and front.count("<tr") == 1 + 3 and "The plain net underfits" in front
+    assert "symlib-full" in front and front.count("<tr") == 1 + 3 and "<td>1</td>" in front
     assert "(this build)" in behind and behind.count("<tr") == 1 + 2
     assert "plain-underfits" not in out  # claims in words, not ids
     # a build that sweeps nothing still shows the full run's table, alone
@@ -351,3 +352,15 @@ def test_the_published_runs_figure_goes_in_front_and_this_builds_to_the_end(run,
     box = tables._build_figures_html(run)
     assert box.count("<figure") == 1 and "This build, figure 1" in box and "smoke" in box
     plt.close(fig)
+
+
+@pytest.mark.parametrize("full_rows", [1, 30])
+def test_a_full_table_in_front_leaves_the_page_s_boxes_balanced(run, publish_fake, full_rows):
+    """A published table of another shape in front: every <div> and <details> the table opens it
+    closes, also when the full run's table is long enough to be collapsed (an extra </div> once
+    closed the page's article and squeezed the text column to nothing)."""
+    frame = pd.concat([_frame()] * (full_rows // 2 + 1)).iloc[:full_rows]
+    publish_fake(frame)
+    out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
+    assert out.count("<div") == out.count("</div>") and out.count("<details") == out.count("</details>")
+    assert "Numbers of the published full run" in out
