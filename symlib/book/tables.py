@@ -694,12 +694,12 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
     front, tier = (full, f"In the published {tier_of(record)} run") if full else (frames, "In this build")
     labels = {claim: str(i) for i, claim in enumerate(dict.fromkeys([*front, *frames, *full]), 1)}
     items = []
-    for claim in labels:
+    for claim, label in labels.items():
         frame = front.get(claim)
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
         said = summary(frame) if frame is not None else f"swept in this build only ({summary(frames[claim])})"
-        items.append(f'<li value="{labels[claim]}"><em>{html.escape(texts.get(claim, claim))}</em>: '
+        items.append(f'<li value="{label}"><em>{html.escape(texts.get(claim, claim))}</em>: '
                      f"{html.escape(said)}.</li>")
     lines = (f'<p class="symlib-sweep-summary">{tier}, each claim\'s verdict under the settings tried (numbered as '
              f'in the table\'s first column):</p><ol class="symlib-sweep-summary">{"".join(items)}</ol>')
