@@ -269,10 +269,14 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     def paper(c):
         return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
 
+    sentences = sum(max((len(v) for v in quick[c]), default=0) > LONG_TEXT for c in cols)
+
     def th(c, **attrs):
         longest = max((len(v) for v in quick[c]), default=0)
         if longest > LONG_TEXT:  # a column of sentences: wide enough to read, wider the longer they are
-            attrs["style"] = f"min-width: {min(max(20, longest // 14), 36)}em"
+            # two or more such columns share the text column's width (their floors and caps shrink)
+            floor, cap = (20, 36) if sentences < 2 else (14, 24)
+            attrs["style"] = f"min-width: {min(max(floor, longest // 14), cap)}em"
         extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
         return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"
 

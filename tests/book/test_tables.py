@@ -364,3 +364,19 @@ def test_a_full_table_in_front_leaves_the_page_s_boxes_balanced(run, publish_fak
     out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
     assert out.count("<div") == out.count("</div>") and out.count("<details") == out.count("</details>")
     assert "Numbers of the published full run" in out
+
+
+def test_two_columns_of_sentences_share_the_text_width(run):
+    """One column of sentences gets room to be read (min-width 20-36 em); two or more share it
+    (14-24 em each), so that a sweep's 'failed preconditions' and 'ours' fit the text column."""
+    long = "a precondition that failed, with its source and the value reached, " * 5
+    one = tables.show_table(run, "one", pd.DataFrame({"k": ["a"], "why": [long]}), store=False).data
+    two = tables.show_table(run, "two", pd.DataFrame({"k": ["a"], "why": [long], "ours": [long]}), store=False).data
+    width = len(long) // 14                                      # 23 em: between both floors and caps
+    assert re.findall(r"min-width: (\d+)em", one) == [str(width)]
+    assert re.findall(r"min-width: (\d+)em", two) == [str(width)] * 2
+    very = long * 3
+    assert re.findall(r"min-width: (\d+)em", tables.show_table(
+        run, "three", pd.DataFrame({"k": ["a"], "why": [very]}), store=False).data) == ["36"]
+    assert re.findall(r"min-width: (\d+)em", tables.show_table(
+        run, "four", pd.DataFrame({"k": ["a"], "why": [very], "ours": [very]}), store=False).data) == ["24", "24"]
