@@ -6,7 +6,7 @@ budgets on one GPU, in pieces): tables, claims with preconditions, robustness, w
 device, commit, profile and code hashes, and how many pieces and device minutes the run took.
 ``published/<tier>/<chapter>/`` holds the figures that run drew (PNG, taken from the executed
 notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the book reads it,
-puts the most converged tier in front (:func:`front`), marks a record whose profile or code
+puts the most converged tier in front (:func:`records`), marks a record whose profile or code
 changed since (:func:`staleness`) and never fails on that.
 
     python -m symlib.book.published publish [--tier full|paper] [CHAPTER ...]   # after such runs
@@ -34,7 +34,7 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "front", "load", "publish", "published_dir", "staleness", "tier_summary",
+__all__ = ["TIER", "TIERS", "load", "publish", "published_dir", "records", "staleness", "tier_summary",
            "verdicts_by_tier"]
 
 TIER = "full"
@@ -94,14 +94,15 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     return out
 
 
-def front(chapter: str) -> dict | None:
-    """The most converged published record of ``chapter`` (``paper`` before ``full``), or None:
-    the run whose numbers a page puts in front."""
-    for tier in reversed(TIERS):
+def records(chapter: str, tiers=None) -> dict[str, dict]:
+    """Every published record of ``chapter`` (of ``tiers``, default all), most converged first
+    (``paper`` before ``full``): the first is the run whose numbers a page puts in front."""
+    found = {}
+    for tier in tiers or reversed(TIERS):
         record = load(chapter, tier=tier)
         if record is not None:
-            return record
-    return None
+            found[tier] = record
+    return found
 
 
 def rehashed(record: dict, notebook: Path | None = None) -> dict:

@@ -157,12 +157,8 @@ def published_tiers(chapter: str, config=None, tiers=None) -> dict[str, tuple[di
     import sys
 
     profiles = getattr(sys.modules.get(type(config).__module__), "PROFILES", None) or {}
-    found = {}
-    for tier in tiers or reversed(published.TIERS):
-        record = published.load(chapter, tier=tier)
-        if record is not None:
-            found[tier] = (record, published.staleness(record, profiles.get(tier)))
-    return found
+    return {tier: (record, published.staleness(record, profiles.get(tier)))
+            for tier, record in published.records(chapter, tiers).items()}
 
 
 def tier_of(record: dict | None) -> str:
@@ -377,10 +373,8 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
     if table is None:
         if full is None:
             raise ValueError(f"table {name!r}: neither this build nor a published run has it")
-        stale_cls = " symlib-stale" if stale else ""
-        out = render_table(full, label=label, anchor=anchor, formats=formats or {}, paper_columns=paper_columns,
-                           hide=hide).replace('<div class="symlib-table-scroll"',
-                                              f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
+        out = _as_published(render_table(full, label=label, anchor=anchor, formats=formats or {},
+                                         paper_columns=paper_columns, hide=hide), stale)
         out = _inside_last_box(out, f'<p class="symlib-tier-note">Numbers of the published {tier_of(record)} run; this '
                                "build's profile computes no such table. " + tier_note(stale or [], tier_of(record)) + "</p>")
     else:
@@ -399,6 +393,12 @@ def _shown(run) -> list:
 
 
 # --------------------------------------------------------------------------- ledger
+
+
+def _as_published(rendered: str, stale: list[str] | None) -> str:
+    """A rendered table marked as a published run's (and as stale, when it is)."""
+    stale_cls = " symlib-stale" if stale else ""
+    return rendered.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
 
 
 def _inside_last_box(rendered: str, extra: str) -> str:
@@ -422,9 +422,8 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
     settings, say), so the full run's is in front whole."""
     front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""),
                  _shown_whole=table.get("_shown_whole", False))
-    stale_cls = " symlib-stale" if stale else ""
-    shown = render_table(front, label=label, anchor=anchor, formats=formats, paper_columns=paper_columns, hide=hide)
-    shown = shown.replace('<div class="symlib-table-scroll"', f'<div class="symlib-table-scroll symlib-full{stale_cls}"', 1)
+    shown = _as_published(render_table(front, label=label, anchor=anchor, formats=formats,
+                                       paper_columns=paper_columns, hide=hide), stale)
     how = (f'{len(differ)} of its columns differ from this build\'s ({", ".join(html.escape(c) for c in differ)}). '
            if differ is not None else "this build's table has other rows or columns. ")
     name = tier_of(full_record) if full_record is not None else published.TIER

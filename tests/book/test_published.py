@@ -183,7 +183,7 @@ def test_an_unparsable_record_names_its_file(tmp_path):
 
 def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypatch):
     """The paper tier (issue 31): published under published/paper/, with how many pieces and device
-    minutes its latest complete run took; a full run is not published as paper; front() prefers it."""
+    minutes its latest complete run took; a full run is not published as paper; records() puts it first."""
     from symlib.book import pieces
 
     _run(tmp_path, "paper", PROFILES["paper"])
@@ -204,6 +204,6 @@ def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypa
 
     monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
     assert pub.published_dir("paper") == tmp_path / "published" / "paper"
-    assert pub.front("01_ortho_skip")["profile"] == "paper"
+    assert next(iter(pub.records("01_ortho_skip").values()))["profile"] == "paper"
     (tmp_path / "published" / "paper" / "01_ortho_skip.json").unlink()
-    assert pub.front("01_ortho_skip") is None
+    assert pub.records("01_ortho_skip") == {}
