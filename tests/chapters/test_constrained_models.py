@@ -13,6 +13,7 @@ from scipy import stats
 from symlib.book.cache import cache_dir
 from symlib.book.chapter import RunResults
 from symlib.book.results import Column, Kind, depends_on
+from symlib.book.runtime import torch_threads
 from symlib.chapters import constrained_models as ch4
 from symlib.chapters import get_profile, reported
 from symlib.chapters.constrained_models import CHAPTER, seeds
@@ -47,7 +48,46 @@ def test_smoke_run_is_cached_and_restores_threads(results):
     assert torch.get_num_threads() == before
     assert again["boston"]["splits"][0]["constrained"]["mse"] == results["boston"]["splits"][0]["constrained"]["mse"]
     parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(CHAPTER.name)}
-    assert parts == {f"{CHAPTER.name}-{k}" for k in ("prior", "synth", "boston", "robust")}  # compile: not cached
+    assert parts == {f"{CHAPTER.name}-{k}" for k in ("prior", "synth", "boston_fits", "robust")}  # compile, boston: not cached
+    fits = list((cache_dir() / f"{CHAPTER.name}-boston_fits").glob("*.pt"))
+    assert len(fits) == len(ch4.boston_tasks(SMOKE)) == SMOKE.boston_splits * 3  # one entry per fit
+
+
+def test_boston_stage_equals_the_experiment_and_resumes_a_stopped_run(results, tmp_path, monkeypatch):
+    """The ``boston`` stage joins one cached fit per (split, key) into what
+    :func:`boston_experiment` gives in one go; a run stopped by a failing fit keeps the fits it
+    finished, and the next run computes only the rest."""
+    from symlib.chapters.constrained_models import stages
+
+    with torch_threads(SMOKE.threads):
+        whole = ch4.boston_experiment(SMOKE, 0, jobs=1)
+    assert_same = torch.testing.assert_close
+    assert [row.keys() for row in whole["splits"]] == [row.keys() for row in results["boston"]["splits"]]
+    for a, b in zip(whole["splits"], results["boston"]["splits"], strict=True):
+        for key in ch4.BOSTON_MODELS + (ch4.AUTHORS_ANGLES,):
+            assert_same(a[key]["mse"], b[key]["mse"], rtol=0, atol=0)
+            assert_same(a[key]["outside"], b[key]["outside"], rtol=0, atol=0)
+    assert whole["hidden"] == results["boston"]["hidden"]
+
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    calls, real = [], stages.boston_fit
+
+    def stop_at_second_split(profile, seed, split, key):
+        calls.append((split, key))
+        if split == 1:
+            raise RuntimeError("stopped")
+        return real(profile, seed, split, key)
+
+    monkeypatch.setattr(stages, "boston_fit", stop_at_second_split)
+    with pytest.raises(RuntimeError, match="stopped"):
+        CHAPTER.run_stages(SMOKE, seed=0)
+    kept = len(list((tmp_path / f"{CHAPTER.name}-boston_fits").glob("*.pt")))
+    assert kept == 3  # split 0's three fits, finished before split 1 failed (fan-out in order, serial)
+    calls.clear()
+    monkeypatch.setattr(stages, "boston_fit", lambda *a: calls.append(a[2:]) or real(*a))
+    again = CHAPTER.run_stages(SMOKE, seed=0)
+    assert sorted(calls) == [(1, k) for k in sorted(ch4.BOSTON_MODELS + (ch4.AUTHORS_ANGLES,))]
+    assert again["boston"]["splits"][1]["constrained"]["mse"] == results["boston"]["splits"][1]["constrained"]["mse"]
 
 
 def test_streams_are_distinct_and_the_legacy_aliases_listed():
@@ -55,7 +95,7 @@ def test_streams_are_distinct_and_the_legacy_aliases_listed():
     through :mod:`seeds`, one SeedSequence per (purpose, fit), so the shared legacy seed aliases no
     draws between stages, except the one pinned here."""
     assert CHAPTER.streams(0) == []
-    stages = ("prior", "synth", "boston", "robust")
+    stages = ("prior", "synth", "boston_fits", "robust")
     assert CHAPTER.legacy_aliases(0) == [(a, b) for i, a in enumerate(stages) for b in stages[i + 1:]]
     paper = get_profile(CHAPTER.name, "paper")
     n_synth = len(idf.MODELS) * len(ch4.METHODS)

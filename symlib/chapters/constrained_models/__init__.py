@@ -29,8 +29,10 @@ from symlib.chapters.constrained_models.stages import (
 )
 from symlib.chapters.constrained_models.stages_boston import (
     AUTHORS_ANGLES,
+    BOSTON_MODELS,
     authors_angle_program,
     boston_experiment,
+    boston_tasks,
 )
 from symlib.chapters.constrained_models.stages_synthetic import (
     paper_network,
@@ -50,6 +52,7 @@ from symlib.chapters.constrained_models.wilcoxon import signed_ranks, wilcoxon_f
 
 __all__ = [
     "AUTHORS_ANGLES",
+    "BOSTON_MODELS",
     "CHAPTER",
     "METHODS",
     "PAPER_P",
@@ -60,6 +63,7 @@ __all__ = [
     "authors_angle_program",
     "boston_experiment",
     "boston_tables",
+    "boston_tasks",
     "compile_models",
     "diagnostics_table",
     "hyperbola_stats",

@@ -110,7 +110,9 @@ PROFILES = {
     # every tree ran to the cap (91-100 % of iterations per fit at depth 7), about 185 s of CPU per
     # fit at depth 7; at depth 10 a tree at the cap costs 1,023 leapfrog steps instead of 127, so
     # the Boston stage may take up to about 8 times as long: 21 fits x ~1,500 s, some 4-5 h on 2
-    # idle cores (the fits fan out through joblib: more cores buy it back). Mixing in f(x) (R-hat
+    # idle cores (the fits fan out through joblib: more cores buy it back). Each fit is its own
+    # cache entry (stage ``boston_fits``): an interrupted run, re-run, resumes with the fits it
+    # finished, so the stage can be run in pieces. Mixing in f(x) (R-hat
     # <= 1.01, ESS >= 400, 4 chains) is the robust column's gate and is not expected here.
     "full": ConstrainedModelsProfile(
         boston_splits=7, boston_chains=2, boston_warmup=500, boston_draws=500,

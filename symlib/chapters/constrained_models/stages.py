@@ -13,13 +13,17 @@ permutations); ordered biases plus unit-norm incoming weights through angles, la
 * ``synth`` (:func:`~symlib.chapters.constrained_models.stages_synthetic.synthetic_experiment`,
   Sec. 4.1, Figure 1): NUTS and both ADVI families on every model, for the paper's generator
   (and the authors' code's);
-* ``boston`` (:func:`~symlib.chapters.constrained_models.stages_boston.boston_experiment`,
-  Sec. 4.2, Tables 1-2): NUTS on the unconstrained and the constrained model per random split;
+* ``boston_fits`` (:func:`~symlib.chapters.constrained_models.stages_boston.boston_fit`, Sec. 4.2,
+  Tables 1-2): NUTS on the unconstrained and the constrained model (and the constrained model under
+  the authors' angle prior) per random split, one cache entry per fit, so that a run stopped
+  part-way (hours at Stan's default tree depth on 2 cores) resumes with the fits it finished;
+* ``boston`` (not cached): those fits, split by split
+  (:func:`~symlib.chapters.constrained_models.stages_boston.boston_splits`);
 * ``robust`` (:func:`robustness_experiment`): the synthetic NUTS runs again under other weight
   prior scales, and in the `paper` profile Boston housing too.
 
-Each cached stage is one cache entry (as before the chapter contract); its independent Stan fits
-fan out through :func:`symlib.book.parallel.fan_out` inside it. Everything runs on the CPU
+Each cached stage but ``boston_fits`` is one cache entry (as before the chapter contract); its
+independent Stan fits fan out through :func:`symlib.book.parallel.fan_out` inside it. Everything runs on the CPU
 (Stan's NUTS, and ADVI on ten-parameter models), under the profile's ``threads``. The stages
 keep the seeds they had before the contract (``legacy_seed``: the run seed, from which
 :mod:`.seeds` derives one generator per purpose and fit); named streams are issue 27, step 5.
@@ -41,7 +45,12 @@ from symlib.book.runtime import torch_threads
 from symlib.chapters.constrained_models import seeds
 from symlib.chapters.constrained_models.fits import hyperbola_stats, mode_labels, nuts_fit
 from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
-from symlib.chapters.constrained_models.stages_boston import boston_experiment
+from symlib.chapters.constrained_models.stages_boston import (
+    boston_experiment,
+    boston_fit,
+    boston_splits,
+    boston_tasks,
+)
 from symlib.chapters.constrained_models.stages_synthetic import synthetic_data, synthetic_experiment
 from symlib.inference import stan as st
 from symlib.nn import constrained as idf
@@ -213,9 +222,19 @@ def _synth(ctx) -> dict:
         return synthetic_experiment(ctx.config, ctx.seed)
 
 
-def _boston(ctx) -> dict:
+def _boston_items(config) -> list[tuple[int, str]]:
+    return boston_tasks(config)
+
+
+def _boston_fit(ctx, item: tuple[int, str]) -> dict:
+    """Stage ``boston_fits``, one ``(split index, fit key)``."""
+    split, key = item
     with torch_threads(ctx.config.threads):
-        return boston_experiment(ctx.config, ctx.seed)
+        return boston_fit(ctx.config, ctx.seed, split, key)
+
+
+def _boston(ctx) -> dict:
+    return boston_splits(ctx.config, ctx.inputs["boston_fits"])
 
 
 def _robust(ctx) -> dict:
@@ -229,7 +248,9 @@ STAGES = (
     Stage("compile", _compile, cache=False),
     Stage("prior", _prior, fields=PRIOR_FIELDS, version=VERSION, legacy_seed=_run_seed),
     Stage("synth", _synth, fields=SYNTH_FIELDS, version=VERSION, legacy_seed=_run_seed),
-    Stage("boston", _boston, fields=BOSTON_FIELDS, version=VERSION, legacy_seed=_run_seed),
+    Stage("boston_fits", _boston_fit, fields=BOSTON_FIELDS, version=VERSION, legacy_seed=_run_seed,
+          items=_boston_items),
+    Stage("boston", _boston, fields=BOSTON_FIELDS, needs=("boston_fits",), cache=False),
     Stage("robust", _robust, fields=ROBUST_FIELDS, version=VERSION, legacy_seed=_run_seed),
 )
 """Chapter 4's stages, in the order the old ``run`` computed them (each derives its own

@@ -20,7 +20,10 @@ from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
 from symlib.inference import stan as st
 from symlib.nn import constrained as idf
 
-__all__ = ["AUTHORS_ANGLES", "BOSTON_MODELS", "authors_angle_program", "boston_experiment"]
+__all__ = [
+    "AUTHORS_ANGLES", "BOSTON_MODELS", "authors_angle_program", "boston_experiment", "boston_fit", "boston_splits",
+    "boston_tasks",
+]
 
 AUTHORS_ANGLES = "constrained, authors' angle prior"
 """Key of the Boston fits of the constrained model under the authors' prior on the angles."""
@@ -35,25 +38,39 @@ def boston_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress:
 
     With ``boston_authors_angles`` the constrained model is also fitted under the authors' prior on
     the angles (:func:`authors_angle_program`), stored under :data:`AUTHORS_ANGLES`. The splits x
-    fits are independent and run through :func:`symlib.book.parallel.fan_out` (``jobs`` at a
-    time, default ``$SYMLIB_JOBS``); each draws from its own seeds, so the results do not depend
-    on ``jobs``.
+    fits (:func:`boston_tasks`) are independent and run through :func:`symlib.book.parallel.fan_out`
+    (``jobs`` at a time, default ``$SYMLIB_JOBS``); each draws from its own seeds, so the results
+    do not depend on ``jobs``. The chapter's ``boston`` stage runs the same fits one cache entry
+    each (a run stopped part-way keeps the fits it finished) and joins them with
+    :func:`boston_splits`.
     """
+    tasks = boston_tasks(profile)
+    fits = fan_out(boston_fit, [(profile, seed, s, key) for s, key in tasks], threads=profile.threads,
+                   jobs=jobs, progress=progress, desc="Boston NUTS")
+    return boston_splits(profile, dict(zip(tasks, fits, strict=True)))
+
+
+def boston_tasks(profile: ConstrainedModelsProfile) -> list[tuple[int, str]]:
+    """Every ``(split index, fit key)`` of the Boston experiment, split by split (the keys:
+    :data:`BOSTON_MODELS`, and :data:`AUTHORS_ANGLES` with ``boston_authors_angles``)."""
     keys = BOSTON_MODELS + ((AUTHORS_ANGLES,) if profile.boston_authors_angles else ())
-    tasks = [(profile, seed, s, key) for s in range(profile.boston_splits) for key in keys]
-    fits = iter(fan_out(_boston_fit, tasks, threads=profile.threads, jobs=jobs,
-                        progress=progress, desc="Boston NUTS"))
+    return [(s, key) for s in range(profile.boston_splits) for key in keys]
+
+
+def boston_splits(profile: ConstrainedModelsProfile, fits: dict) -> dict:
+    """The experiment's result from its fits (``{(split index, key): fit}``, every one of
+    :func:`boston_tasks`): one row per split, numbered from 1, with the split's sizes and its fits."""
     n = len(load_boston(standardise=False)[0])
     n_test = round(profile.boston_test_fraction * n)
     splits = []
     for s in range(profile.boston_splits):
         row = {"split": s + 1, "n_train": n - n_test, "n_test": int(n_test)}
-        row.update({key: next(fits) for key in keys})
+        row.update({key: fits[s, key] for split, key in boston_tasks(profile) if split == s})
         splits.append(row)
     return {"splits": splits, "hidden": profile.boston_hidden}
 
 
-def _boston_fit(profile: ConstrainedModelsProfile, seed: int, split: int, key: str) -> dict:
+def boston_fit(profile: ConstrainedModelsProfile, seed: int, split: int, key: str) -> dict:
     """NUTS on split ``split`` for ``key`` (one of :data:`BOSTON_MODELS` or :data:`AUTHORS_ANGLES`;
     one task): test MSE of the posterior-predictive mean, share of test points outside its
     central 95% interval."""
