@@ -31,8 +31,10 @@ __all__ = [
     "chapter_label",
     "format_column",
     "front_figure",
+    "glue_quotes",
     "older_code_note",
     "provenance_line",
+    "published_facts",
     "published_tier",
     "published_tiers",
     "render_ledger",
@@ -526,6 +528,75 @@ def front_figure(run, name: str, fig) -> None:
     older = ", from an older version of the code" if stale else ""
     glue(f"{name}_tier", Markdown(f"(The published {tier} run{older}; this build's figure, profile `{run.profile}`, "
                                   "is at the end of the page.)"), display=False)
+
+
+def glue_quotes(run, chapter, results, **extra):
+    """Glue every number the prose quotes (``chapter.quotes``, ``{glue:text}`name```, and the
+    ``extra`` values a notebook computes itself), from the most converged run, as
+    :func:`front_figure` does for figures.
+
+    This build's values go into its results file (``notes["quotes"]``), so that a published record
+    carries them; in a build of another profile than a published run's (``quick`` beside a
+    published ``full``) the text quotes the published run's values, where its record has every one.
+
+    Returns:
+        ``(values, line)``: the values glued (for sentences a notebook words by them) and the
+        page's line saying whose numbers the text quotes.
+    """
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    values = {**{q.name: q.value(results) for q in chapter.quotes}, **extra}
+    values = {k: v if isinstance(v, str) else float(v) for k, v in values.items()}
+    run.results.notes["quotes"] = values
+    theirs, record, stale = _published_notes(run, "quotes", values)
+    if theirs is not None:
+        values = theirs
+        older = ", from an older version of the code" if stale else ""
+        line = (f"*The numbers the text quotes are the published {tier_of(record)} run's{older}; this build's "
+                f"(profile `{run.profile}`) are in its results file.*")
+    else:
+        line = f"*The numbers the text quotes are this build's (profile `{run.profile}`).*"
+    for name, value in values.items():
+        glue(name, value, display=False)
+    return values, Markdown(line)
+
+
+def published_facts(run, name: str, facts: dict) -> dict:
+    """The facts a notebook words outcome-dependent sentences by (``facts``: this build's, a dict
+    with text keys), from the most converged run: this build's go into its results file
+    (``notes["facts"][name]``), and in a build of another profile the published run's are
+    returned, where its record has every key (see :func:`glue_quotes`, whose line names the run)."""
+    run.results.notes.setdefault("facts", {})[name] = facts
+    theirs, _, _ = _published_notes(run, "facts", {name: facts})
+    return facts if theirs is None else theirs[name]
+
+
+def _published_notes(run, kind: str, values: dict):
+    """``(values, record, stale)`` from the published run in front: its ``notes[kind]`` restricted
+    to ``values``' keys (a nested dict must have every key too; nulls, written for NaN, back as NaN),
+    or ``None`` for those when this build is of a published tier or the record lacks any of them."""
+    record, stale = published_tier(run.chapter, run.config)
+    theirs = ((record or {}).get("notes") or {}).get(kind) or {}
+    if run.profile in published.TIERS or not values or not _covers(theirs, values):
+        return None, record, stale
+    return {k: _nan_for_null(theirs[k]) for k in values}, record, stale
+
+
+def _covers(theirs, ours) -> bool:
+    if isinstance(ours, dict):
+        return isinstance(theirs, dict) and all(str(k) in theirs and _covers(theirs[str(k)], v) for k, v in ours.items())
+    return True
+
+
+def _nan_for_null(value):
+    if value is None:
+        return float("nan")
+    if isinstance(value, dict):
+        return {k: _nan_for_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_for_null(v) for v in value]
+    return value
 
 
 def _build_figures(run) -> list:

@@ -380,3 +380,55 @@ def test_two_columns_of_sentences_share_the_text_width(run):
         run, "three", pd.DataFrame({"k": ["a"], "why": [very]}), store=False).data) == ["36"]
     assert re.findall(r"min-width: (\d+)em", tables.show_table(
         run, "four", pd.DataFrame({"k": ["a"], "why": [very], "ours": [very]}), store=False).data) == ["24", "24"]
+
+
+def test_the_text_quotes_the_published_runs_numbers_where_it_has_them(run, publish_fake, monkeypatch):
+    """glue_quotes: this build's values go into its results file; a published record that has every
+    quote (a NaN written as null) is what the text quotes, and the returned line says so; without
+    the published quotes, or in a build of a published tier, this build's are glued."""
+    import types
+
+    import myst_nb
+
+    glued = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.__setitem__(name, value))
+    chapter = types.SimpleNamespace(quotes=[types.SimpleNamespace(name="acc", value=lambda r: r["acc"]),
+                                            types.SimpleNamespace(name="which", value=lambda r: "plain, skip")])
+    values, line = tables.glue_quotes(run, chapter, {"acc": 0.25}, extra=3)
+    assert glued == values == {"acc": 0.25, "which": "plain, skip", "extra": 3.0}
+    assert "this build's (profile `smoke`)" in line.data
+    assert run.results.notes["quotes"] == values
+
+    record = publish_fake(_frame())
+    record["notes"] = {"quotes": {"acc": None, "which": "skip"}}
+    (published.published_dir() / f"{CHAPTER}.json").write_text(json.dumps(record))
+    values, line = tables.glue_quotes(run, chapter, {"acc": 0.25})
+    assert glued["which"] == values["which"] == "skip" and glued["acc"] != glued["acc"]  # NaN
+    assert "published full run's" in line.data and "older version" not in line.data
+    assert run.results.notes["quotes"]["acc"] == 0.25                   # this build's own, for its file
+
+    record["notes"] = {"quotes": {"which": "skip"}}                      # one missing: this build's
+    (published.published_dir() / f"{CHAPTER}.json").write_text(json.dumps(record))
+    assert "this build's" in tables.glue_quotes(run, chapter, {"acc": 0.25})[1].data and glued["acc"] == 0.25
+    full = runtime.start(CHAPTER, PROFILES, profile="full", seed=0, device="cpu")
+    record["notes"] = {"quotes": {"acc": 0.5, "which": "skip"}}
+    (published.published_dir() / f"{CHAPTER}.json").write_text(json.dumps(record))
+    assert "this build's (profile `full`)" in tables.glue_quotes(full, chapter, {"acc": 0.25})[1].data
+    assert glued["acc"] == 0.25
+
+
+def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publish_fake):
+    """published_facts: this build's facts go into its results file; the published run's come back
+    (nested, NaN from null) when its record has every key, else this build's."""
+    ours = {"agreement": {"HMC q_r": 0.9, "Ens. q_r": 0.8}, "lambdas": [0.25, 0.5], "monotone": True}
+    assert tables.published_facts(run, "table1", ours) is ours                 # nothing published
+    assert run.results.notes["facts"]["table1"] is ours
+    record = publish_fake(_frame())
+    theirs = {"agreement": {"HMC q_r": None, "Ens. q_r": 0.7}, "lambdas": [0.5], "monotone": False, "more": 1}
+    record["notes"] = {"facts": {"table1": theirs}}
+    (published.published_dir() / f"{CHAPTER}.json").write_text(json.dumps(record))
+    got = tables.published_facts(run, "table1", ours)
+    assert got["agreement"]["Ens. q_r"] == 0.7 and got["agreement"]["HMC q_r"] != got["agreement"]["HMC q_r"]
+    assert got["lambdas"] == [0.5] and got["monotone"] is False
+    assert tables.published_facts(run, "table1", {**ours, "agreement": {"VI q": 1.0}}) is not theirs  # a key missing
+    assert tables.published_facts(run, "table1", {**ours, "agreement": {"VI q": 1.0}})["agreement"] == {"VI q": 1.0}
