@@ -17,11 +17,13 @@ meanwhile), so an interrupted run leaves the previous run's pair, never a mix. A
 the failed notebook as ``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
 (``book/reproducibility.md``) is executed last so it sees every chapter's results file.
 
-A long run goes in pieces: a stage that reaches its time budget (``$SYMLIB_BUDGET_S``) raises
-:class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its checkpoint written; the chapter
-is then reported as *stopped at its time budget*, not as failed, nothing of it is put in place,
-and ``execute`` exits with status 75 once the other chapters have run: run the same command
-again to continue. Every execution of a chapter appends a line to its pieces file
+A long run goes in pieces of at most ``$SYMLIB_BUDGET_S`` seconds per chapter: a stage that
+reaches that budget raises :class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its
+checkpoint written, and a chapter still running :data:`BUDGET_GRACE_S` after it has its kernel
+interrupted (a fan-out stage keeps every item it finished, each cached on its own, and loses the
+ones in flight). The chapter is then reported as *stopped at its time budget*, not as failed,
+nothing of it is put in place, and ``execute`` exits with status 75 once the other chapters have
+run: run the same command again to continue. Every execution of a chapter appends a line to its pieces file
 (:mod:`symlib.book.pieces`), from which a published run states how many pieces and device
 minutes it took.
 
@@ -56,6 +58,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -324,11 +327,13 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     target = executed_folder / f"{name}.ipynb"
     failed = executed_folder / f"{name}.failed.ipynb"
+    budget = _budget()
     start, started = time.perf_counter(), datetime.now(UTC)
     # the pid in the name lets a later run tell a killed run's folder from a running one's
     with (
         _sigterm_exits(),
         tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp,
+        _budget_watchdog(budget) as interrupted,
     ):
         inp, out, staging = Path(tmp) / "input.ipynb", Path(tmp) / "output.ipynb", Path(tmp) / "results"
         nbformat.write(nb, inp)
@@ -349,9 +354,12 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                     config=_kernel_config(Path(tmp)),
                 )
         except papermill.PapermillExecutionError as err:
-            if err.ename == BUDGET_ERROR:  # a piece of a long run: its stages kept their checkpoints
+            if err.ename == BUDGET_ERROR or (interrupted.is_set() and err.ename == "KeyboardInterrupt"):
+                # a piece of a long run: its stages kept their checkpoints and finished items
                 _log_piece(name, profile, device, start, started, "budget")
-                raise SystemExit(f"{name}: {PIECE_STOPPED} ({err.evalue}); run the same command again "
+                why = err.evalue if err.ename == BUDGET_ERROR else (
+                    f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s; the stage items it finished are cached")
+                raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
                                  f"to continue. {_shown(target)} was left as it was.") from None
             _log_piece(name, profile, device, start, started, "failed")
             raise _failure(name, f"{err.ename}: {err.evalue}", out, failed, target) from None
@@ -367,6 +375,56 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
     failed.unlink(missing_ok=True)
     _log_piece(name, profile, device, start, started, "rendered" if cached_only() else "complete")
     return time.perf_counter() - start
+
+
+BUDGET_GRACE_S = 60.0
+"""Seconds past ``$SYMLIB_BUDGET_S`` that a chapter still running is given before its kernel is
+interrupted: time for a stage that stops at the budget itself to write its checkpoint."""
+
+
+def _budget() -> float | None:
+    """``$SYMLIB_BUDGET_S`` (None: no budget); a bad value fails before any chapter starts."""
+    from symlib.inference.hmc_resumable import budget_from_env
+
+    return budget_from_env()
+
+
+@contextlib.contextmanager
+def _budget_watchdog(budget_s: float | None, grace_s: float | None = None):
+    """Interrupt this process's Jupyter kernel once ``budget_s`` plus ``grace_s`` (default
+    :data:`BUDGET_GRACE_S`) seconds have passed; yields an event set when it did."""
+    fired = threading.Event()
+    if budget_s is None:
+        yield fired
+        return
+
+    def interrupt():
+        fired.set()
+        _interrupt_kernels()
+
+    timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
+
+
+def _interrupt_kernels() -> list[int]:
+    """SIGINT to the Jupyter kernels among this process's children (a cell then raises
+    KeyboardInterrupt, and joblib stops its workers); their pids."""
+    import psutil
+
+    pids = []
+    for child in psutil.Process().children():
+        try:
+            if any("ipykernel" in part for part in child.cmdline()):
+                child.send_signal(signal.SIGINT)
+                pids.append(child.pid)
+        except psutil.Error:  # gone meanwhile
+            continue
+    return pids
 
 
 BUDGET_ERROR = "BudgetExhausted"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -252,6 +253,55 @@ def test_real_kernel_reports_a_corrupt_cache_entry_and_cleans_up(sandbox, monkey
     argv = "".join(o.text for o in nb.cells[-1].outputs if o.output_type == "stream")
     assert str(sandbox / "tmp" / f"symlib-nb-{os.getpid()}-") in argv  # connection file
     assert _nb_folders(sandbox) == []
+
+
+def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(sandbox, monkeypatch, capsys):
+    """$SYMLIB_BUDGET_S for a chapter whose stage has no budget of its own: past the budget (and
+    the grace) the pipeline interrupts the kernel; the chapter is a piece stopped at its budget,
+    not a failure, and the items it cached before stay for the next piece, which completes it."""
+    from symlib.book import pieces
+
+    notebooks = sandbox / "notebooks"
+    _notebook(notebooks, "99_slow", """
+        import time
+        from symlib.book.cache import cache_dir, cached
+
+        cached("99_slow", "1", {"item": 1}, lambda: 1.0)      # a finished item of a fan-out stage
+        marker = cache_dir() / "second-piece"
+        if not marker.exists():
+            marker.touch()
+            time.sleep(120)                                     # the budget interrupts this
+    """)
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(pipeline, "BUDGET_GRACE_S", 0.0)
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "8")
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit) as err:
+        pipeline.execute("99_slow", profile="smoke", seed=0, device="cpu")
+    assert time.perf_counter() - t0 < 100  # a hang guard: the sleep was cut short, not waited out
+    assert pipeline.PIECE_STOPPED in str(err.value) and "interrupted after 8 s + 0 s" in str(err.value)
+    assert [e["outcome"] for e in pieces.read("99_slow")] == ["budget"]
+    assert not (sandbox / "executed" / "99_slow.ipynb").exists()
+    assert len(list((sandbox / "cache" / "99_slow").glob("*.pt"))) == 1
+    pipeline.execute("99_slow", profile="smoke", seed=0, device="cpu")   # the next piece completes it
+    assert [e["outcome"] for e in pieces.read("99_slow")] == ["budget", "complete"]
+    assert (sandbox / "executed" / "99_slow.ipynb").exists()
+
+
+def test_interrupt_kernels_signals_only_kernel_children(tmp_path):
+    """_interrupt_kernels sends SIGINT to this process's children that run ipykernel, no other."""
+    script = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(7)\n")
+    kernel = subprocess.Popen([sys.executable, "-c", script, "ipykernel_launcher"])
+    other = subprocess.Popen([sys.executable, "-c", script, "something-else"])
+    try:
+        time.sleep(1.0)  # both inside their sleep
+        assert pipeline._interrupt_kernels() == [kernel.pid]
+        assert kernel.wait(timeout=30) == 7
+        assert other.poll() is None
+    finally:
+        for proc in (kernel, other):
+            proc.kill()
+            proc.wait()
 
 
 def test_kernel_stderr_reaches_the_console_not_the_page(sandbox, monkeypatch):
