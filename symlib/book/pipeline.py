@@ -384,9 +384,11 @@ interrupted: time for a stage that stops at the budget itself to write its check
 
 def _budget() -> float | None:
     """``$SYMLIB_BUDGET_S`` (None: no budget); a bad value fails before any chapter starts."""
-    from symlib.inference.hmc_resumable import budget_from_env
+    import importlib
 
-    return budget_from_env()
+    # by name, not a static import: the chapters' code hashes follow this module's imports
+    # (symlib.book.provenance), and reading a variable changes none of their numbers
+    return importlib.import_module("symlib.inference.hmc_resumable").budget_from_env()
 
 
 @contextlib.contextmanager
