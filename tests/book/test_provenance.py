@@ -276,3 +276,17 @@ def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_
     stale = {"chapter": "00_symmetries", "provenance": dict(prov, code_hash="0" * 16)}
     assert published.rehashed(stale, notebook) is stale
     assert published.staleness(stale, config, notebook) == ["the code changed since"]
+
+
+def test_the_rendering_modules_pull_no_library_module_into_the_chapters_hashes():
+    """Every chapter's code hash follows the static imports of the book machinery, the rendering
+    modules included (they are left out of the hash, their imports are not): a static import of,
+    say, symlib.inference there once made every chapter's hash, and so every published run and
+    cache entry, stale. What they import must stay inside symlib/book."""
+    from symlib.book import provenance as prov
+
+    rendering = [prov.SYMLIB / name for name in sorted(prov.RENDERING_ONLY)]
+    closure = prov.import_closure_precise(rendering)
+    outside = sorted(p.relative_to(prov.SYMLIB).as_posix() for p in closure
+                     if not p.is_relative_to(prov.SYMLIB / "book") and p.name != "__init__.py")
+    assert outside == []
