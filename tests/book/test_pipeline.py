@@ -274,12 +274,12 @@ def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(s
     """)
     monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
     monkeypatch.setattr(pipeline, "BUDGET_GRACE_S", 0.0)
-    monkeypatch.setenv("SYMLIB_BUDGET_S", "8")
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "30")  # well after the kernel's start, even on a loaded machine
     t0 = time.perf_counter()
     with pytest.raises(SystemExit) as err:
         pipeline.execute("99_slow", profile="smoke", seed=0, device="cpu")
-    assert time.perf_counter() - t0 < 100  # a hang guard: the sleep was cut short, not waited out
-    assert pipeline.PIECE_STOPPED in str(err.value) and "interrupted after 8 s + 0 s" in str(err.value)
+    assert time.perf_counter() - t0 < 110  # a hang guard: the 120-s sleep was cut short, not waited out
+    assert pipeline.PIECE_STOPPED in str(err.value) and "interrupted after 30 s + 0 s" in str(err.value)
     assert [e["outcome"] for e in pieces.read("99_slow")] == ["budget"]
     assert not (sandbox / "executed" / "99_slow.ipynb").exists()
     assert len(list((sandbox / "cache" / "99_slow").glob("*.pt"))) == 1
@@ -290,11 +290,16 @@ def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(s
 
 def test_interrupt_kernels_signals_only_kernel_children(tmp_path):
     """_interrupt_kernels sends SIGINT to this process's children that run ipykernel, no other."""
-    script = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(7)\n")
-    kernel = subprocess.Popen([sys.executable, "-c", script, "ipykernel_launcher"])
-    other = subprocess.Popen([sys.executable, "-c", script, "something-else"])
+    ready = tmp_path / "ready"
+    script = ("import pathlib, sys, time\ntry:\n    pathlib.Path(sys.argv[1] + sys.argv[2]).touch()\n"
+              "    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(7)\n")
+    kernel = subprocess.Popen([sys.executable, "-c", script, str(ready), "ipykernel_launcher"])
+    other = subprocess.Popen([sys.executable, "-c", script, str(ready), "something-else"])
     try:
-        time.sleep(1.0)  # both inside their sleep
+        deadline = time.monotonic() + 60  # both inside their try block, however loaded the machine
+        while not (Path(f"{ready}ipykernel_launcher").exists() and Path(f"{ready}something-else").exists()):
+            assert time.monotonic() < deadline, "the child processes did not start"
+            time.sleep(0.05)
         assert pipeline._interrupt_kernels() == [kernel.pid]
         assert kernel.wait(timeout=30) == 7
         assert other.poll() is None
