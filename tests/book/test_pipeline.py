@@ -291,7 +291,10 @@ def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(s
 def test_interrupt_kernels_signals_only_kernel_children(tmp_path):
     """_interrupt_kernels sends SIGINT to this process's children that run ipykernel, no other."""
     ready = tmp_path / "ready"
-    script = ("import pathlib, sys, time\ntry:\n    pathlib.Path(sys.argv[1] + sys.argv[2]).touch()\n"
+    # a child inherits an ignored SIGINT (pytest-xdist's workers ignore it); a kernel, like
+    # ipykernel, installs Python's handler itself
+    script = ("import pathlib, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "try:\n    pathlib.Path(sys.argv[1] + sys.argv[2]).touch()\n"
               "    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(7)\n")
     kernel = subprocess.Popen([sys.executable, "-c", script, str(ready), "ipykernel_launcher"])
     other = subprocess.Popen([sys.executable, "-c", script, str(ready), "something-else"])
