@@ -17,7 +17,7 @@ import html
 
 from symlib.book.results import outcome
 
-__all__ = ["claim_card", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
+__all__ = ["claim_card", "claim_numbers", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
 
 _COLUMNS = ("reproduced", "robust")
 _MARK = {"both": "both columns", "reproduced": "reproduced column", "robust": "robust column"}
@@ -48,6 +48,12 @@ def not_judged_sentence(failed: list[dict]) -> str:
     return f"reached {first['measured']}; judging needs {first['criterion']}{more}"
 
 
+def claim_numbers(claims: list[dict]) -> dict[str, int]:
+    """Each claim's number in its chapter's ledger (1, 2, ... in the record's order, code checks
+    included): the cards show it and other text names a claim by it, not by its id."""
+    return {c["id"]: i for i, c in enumerate(claims, 1)}
+
+
 def _badge(verdict: str, kind: str) -> str:
     from symlib.book.tables import status_badge
 
@@ -76,14 +82,16 @@ def _preconditions(claim: dict | None, tier: str) -> str:
 
 
 def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", anchor: str = "",
-               stale_tiers: tuple[str, ...] = ()) -> str:
+               stale_tiers: tuple[str, ...] = (), number: int | None = None) -> str:
     """One claim's card. ``tiers``: tier name -> that tier's stored version of the claim (None:
     the tier's record lacks it), in the order shown; ``claim`` gives the text, the paper's value
-    and the criterion."""
+    and the criterion; ``number``: its number in the ledger (:func:`claim_numbers`)."""
     kind = claim.get("kind", "claim")
     title = html.escape(claim["text"])
     if href:
         title = f'<a class="reference internal" href="{href}">{title}</a>'
+    if number is not None:
+        title = f'<span class="symlib-claim-no">Claim {number}.</span> {title}'
     if kind == "code check":
         title += ' <em class="symlib-kind">(code check: holds by construction, not counted)</em>'
     rows = "".join(
@@ -120,6 +128,7 @@ def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | Non
     stale_tiers = tuple(f"{tier} (published)" for tier, (_, why) in published_runs.items() if why)
     run = meta.get("profile", "this run")
     cards = []
+    numbers = claim_numbers(meta["claims"])
     for c in meta["claims"]:
         # the most converged run first: the published runs (paper, then full), then this build
         tiers = {f"{tier} (published)": claims_of[tier].get(c["id"]) for tier in published_runs}
@@ -127,7 +136,7 @@ def ledger_cards(meta: dict, *, label: str, anchor: str, full_record: dict | Non
         section = (sections or {}).get(c["id"])
         href = f"{link_prefix}#{section}" if section else ""
         cards.append(claim_card(c, tiers=tiers, href=href, anchor="" if link_prefix else f"claim-{c['id']}",
-                                stale_tiers=stale_tiers))
+                                stale_tiers=stale_tiers, number=numbers[c["id"]]))
     caption = ("Claims ledger: each claim's criterion and preconditions, fixed before the run, and its two verdicts: "
                "reproduced (the paper's own protocol) and robust (today's standard)")
     tail = f'<p class="symlib-tier-note">{note}</p>' if note else ""
@@ -140,7 +149,7 @@ def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None,
     (the most converged: ``paper`` when published, else ``full``)?
 
     One line per claim (code checks left out): its reproduced and robust verdicts and the claim,
-    linked to its card in the chapter's ledger (``#claim-<id>``); above them the counts and
+    numbered as in the ledger (:func:`claim_numbers`) and linked to its card in the chapter's ledger (``#claim-<id>``); above them the counts and
     ``provenance`` (HTML, :func:`symlib.book.tables.provenance_line`). Without a published run,
     says so.
     """
@@ -155,8 +164,10 @@ def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None,
         if got.count("—"):
             parts.append(f"{got.count('—')} not recorded")
         counts.append(f"{column}: {', '.join(parts) or 'no claims'}")
+    numbers = claim_numbers(record.get("claims", []))
     lines = "".join(
         f'<li>{_badge(tier_verdict(c, "reproduced")[0], "claim")} {_badge(tier_verdict(c, "robust")[0], "claim")} '
+        f'<span class="symlib-claim-no">{numbers[c["id"]]}.</span> '
         f'<a class="reference internal" href="#claim-{html.escape(c["id"])}">{html.escape(c["text"])}</a></li>'
         for c in claims)
     stale_note = " (computed by an older version of the code or profile)" if stale else ""

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from symlib.book.results import Column, outcome
 
-__all__ = ["COLUMNS", "NOT_RECORDED", "OUTCOMES", "claim_rows", "claims_html", "column_outcome", "counts",
+__all__ = ["COLUMNS", "NOT_RECORDED", "OUTCOMES", "chapter_title", "claim_rows", "claims_html", "column_outcome", "counts",
            "counts_html", "totals_sentence", "what_stops"]
 
 COLUMNS = (Column.REPRODUCED.value, Column.ROBUST.value)
@@ -32,6 +32,20 @@ OUTCOMES = ("holds", "does not hold", "not judged")
 """A column's outcomes, in the order counted."""
 NOT_RECORDED = "not recorded"
 """The robust column of a record written before the two columns (it judged one column only)."""
+
+
+def chapter_title(chapter: str) -> str:
+    """A chapter's title as its page shows it: the first ``# `` heading of
+    ``notebooks/<chapter>.md`` ("1 · Orthogonal skip connections ..."), or the chapter's name
+    when there is no such notebook (a made-up record in a test, a checkout without notebooks)."""
+    from symlib.book.paths import project_root_or_cwd
+
+    notebook = project_root_or_cwd() / "notebooks" / f"{chapter}.md"
+    if notebook.is_file():
+        for line in notebook.read_text(errors="replace").splitlines():
+            if line.startswith("# "):
+                return line[2:].strip()
+    return chapter
 
 
 def _claims(record: Mapping | None) -> list[dict]:
@@ -167,9 +181,10 @@ def counts_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
             + ('<th title="published before the two columns">not recorded</th>' if extra else "") + "</tr>")
     body = []
     for _, r in frame.iterrows():
-        name = html.escape(str(r["chapter"]))
+        name = html.escape(chapter_title(str(r["chapter"])) if r["chapter"] in records else str(r["chapter"]))
         if link_prefix is not None and r["chapter"] in records:
-            name = f'<a class="reference internal" href="{html.escape(link_prefix)}{name}.html">{name}</a>'
+            href = f"{html.escape(link_prefix)}{html.escape(str(r['chapter']))}.html"
+            name = f'<a class="reference internal" href="{href}">{name}</a>'
         cells = [name, str(int(r["claims"]))]
         cells += [str(int(r[f"{col}: {o}"])) for col in COLUMNS for o in OUTCOMES]
         if extra:
@@ -188,7 +203,7 @@ def claims_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
     the record's ``notes.claim_sections``), the paper's value, ours, both verdicts and, for a
     column that does not judge it, what stops it. Cards, not a table: five columns of sentences
     do not fit a text column."""
-    from symlib.book.cards import claim_card
+    from symlib.book.cards import claim_card, claim_numbers
 
     parts = []
     for chapter, record in records.items():
@@ -196,10 +211,12 @@ def claims_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
         if not claims:
             continue
         sections = ((record or {}).get("notes") or {}).get("claim_sections") or {}
-        cards = "".join(claim_card(c, tiers={"full (published)": c},
+        numbers = claim_numbers(record.get("claims", []))  # as the chapter's own ledger numbers them
+        cards = "".join(claim_card(c, tiers={"full (published)": c}, number=numbers[c["id"]],
                                    href=f"{chapter}.html#{sections[c['id']]}" if c["id"] in sections else "")
                         for c in claims)
-        parts.append(f'<p class="symlib-chapter-head">{html.escape(chapter)}</p>{cards}')
+        head = f'<a class="reference internal" href="{html.escape(chapter)}.html">{html.escape(chapter_title(chapter))}</a>'
+        parts.append(f'<p class="symlib-chapter-head">{head}</p>{cards}')
     body = "".join(parts) or "<p>No claim is published yet.</p>"
     return (f'<div class="symlib-ledger-cards" id="{anchor}"><p class="symlib-caption"><span class="caption-number">'
             f'{html.escape(label)} </span><span class="caption-text">{html.escape(caption)}</span></p>{body}</div>')

@@ -694,6 +694,8 @@ def full_run_unmet(chapter: str) -> str:
     record = published.load(chapter)
     if record is None:
         return ""
+    from symlib.book.cards import claim_numbers
+
     where = {"both": "in both columns", "reproduced": "in the reproduced column", "robust": "in the robust column"}
     unmet: dict[tuple[str, str, str], list[str]] = {}
     for claim in record.get("claims", []):
@@ -703,12 +705,17 @@ def full_run_unmet(chapter: str) -> str:
                 unmet.setdefault((pre["criterion"], str(pre["measured"]), column), []).append(claim["id"])
     if not unmet:
         return f"*Every precondition of the published `{published.TIER}` run was met.*"
-    lines = [f"- {criterion}: measured **{measured}**, so not judged {where[column]}: "
-             f"{', '.join(f'`{c}`' for c in dict.fromkeys(ids))}"
+    numbers = claim_numbers(record.get("claims", []))
+
+    def named(ids: list[str]) -> str:  # by number, as the ledger's cards show them, linked to the card
+        links = [f"[{numbers[c]}](#claim-{c})" for c in dict.fromkeys(ids)]
+        return f"claim{'s' if len(links) > 1 else ''} {', '.join(links)}"
+
+    lines = [f"- {criterion}: measured **{measured}**, so not judged {where[column]}: {named(ids)}"
              for (criterion, measured, column), ids in unmet.items()]
     device = (record.get("computed") or {}).get("device") or record.get("device")
     return (f"In the published `{published.TIER}` run ({device}), these preconditions "
-            "were not met:\n\n" + "\n".join(lines))
+            "were not met (claims numbered as in the ledger's cards):\n\n" + "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- robustness

@@ -27,6 +27,8 @@ def test_a_card_per_tier_and_column():
     assert '<dt>ours (quick (this build))</dt><dd>62.7 %</dd>' in out and 'class="symlib-paper">95.3 %' in out
     assert '<tr class="symlib-stale"><th scope="row">full (published)</th>' in out
     assert '<a class="reference internal" href="#sec">networks agree</a>' in out and 'id="claim-c"' in out
+    numbered = cards.claim_card(_claim(), tiers={"quick": _claim()}, number=3)
+    assert '<p class="symlib-claim"><span class="symlib-claim-no">Claim 3.</span> networks agree</p>' in numbered
     missing = cards.claim_card(_claim(), tiers={"quick (this build)": _claim(), "full (published)": None})
     assert missing.count("· —") == 2  # the published run lacks the claim
 
@@ -43,6 +45,7 @@ def test_the_glance_box_counts_both_columns_and_links_each_claim():
     old = {k: v for k, v in _claim(id="o", text="old", preconditions=()).items() if k != "verdicts"}
     out = cards.glance("01_x", {"claims": [_claim(), held, old, check]}, provenance="full = <code>x</code>")
     assert "3 claims: reproduced: 2 holds, 1 not judged; robust: 1 holds, 1 not judged, 1 not recorded" in out
-    assert '<a class="reference internal" href="#claim-h">held</a>' in out and "a theorem" not in out
+    assert ('<span class="symlib-claim-no">2.</span> <a class="reference internal" href="#claim-h">held</a>' in out
+            and "a theorem" not in out)
     assert "<code>x</code>" in out
     assert "No full run of this chapter is published yet" in cards.glance("01_x", None)

@@ -89,7 +89,10 @@ def test_html_links_claims_and_shows_both_columns():
     out = ledger.claims_html({"01_made_up": record, "02_none": None}, label="Table 2", anchor="claims",
                              caption="every claim")
     assert out.count('class="symlib-claim-card"') == 4  # one per claim, no code check, nothing for a missing record
-    assert '<p class="symlib-chapter-head">01_made_up</p>' in out and "02_none" not in out
+    # a made-up chapter has no notebook, so its name stands for its title
+    assert ('<p class="symlib-chapter-head"><a class="reference internal" href="01_made_up.html">01_made_up</a></p>'
+            in out and "02_none" not in out)
+    assert '<span class="symlib-claim-no">Claim 1.</span>' in out  # numbered as in the chapter's ledger
     assert '<a class="reference internal" href="01_made_up.html#section-a">A holds</a>' in out
     assert "✓ holds" in out and "✗ does not hold" in out and "○ not judged" in out
     assert "reached 1.3; judging needs split R-hat &lt;= 1.01" in out
@@ -97,3 +100,10 @@ def test_html_links_claims_and_shows_both_columns():
                                 caption="tally")
     assert "not recorded" in counts and counts.count("<tr>") == 2 + 3  # two header rows, two chapters, the total
     assert '<th colspan="3">reproduced</th><th colspan="4">robust</th>' in counts
+
+
+def test_chapter_titles_come_from_the_notebooks_headings():
+    assert ledger.chapter_title("01_ortho_skip") == "1 · Orthogonal skip connections against VI underfitting"
+    assert ledger.chapter_title("99_no_such_chapter") == "99_no_such_chapter"
+    table = ledger.counts_html({"06_synthesis": {"claims": []}}, label="", anchor="t", caption="c", link_prefix="x/")
+    assert '<a class="reference internal" href="x/06_synthesis.html">6 · Synthesis: every remedy' in table

@@ -152,7 +152,8 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
                "preconditions": [pre], "kind": "claim", "verdict": "not judged"} for i in ("a", "b")]
     publish_fake(_frame(), claims=claims)
     out = tables.full_run_unmet(CHAPTER)
-    assert "split R-hat <= 1.01: measured **2.41**, so not judged in both columns: `a`, `b`" in out
+    # the claims by their numbers in the ledger's cards, linked to the cards, not by their ids
+    assert "split R-hat <= 1.01: measured **2.41**, so not judged in both columns: claims [1](#claim-a), [2](#claim-b)" in out
     publish_fake(_frame(), claims=[])
     assert "Every precondition" in tables.full_run_unmet(CHAPTER)
 
