@@ -721,6 +721,39 @@ def full_run_unmet(chapter: str) -> str:
 # --------------------------------------------------------------------------- robustness
 
 
+READER_WORDS = {"rhat": "R-hat", "ess": "ESS", "mnist": "MNIST", "optunet": "OptuNet", "mmd": "MMD", "ood": "OOD",
+                "init": "initial", "hmc": "HMC", "mfvi": "MFVI", "sgm": "SGM", "mc": "MC", "kl": "KL", "tv": "TV",
+                "nuts": "NUTS", "advi": "ADVI", "swag": "SWAG", "lr": "learning rate", "w": "weight"}
+"""How the parts of a code identifier read in words (:func:`reader_words`); a part not listed
+reads as itself."""
+
+_IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:rhat)\b")
+
+
+def reader_words(text: str) -> str:
+    """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
+    precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
+    ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``."""
+    return _IDENTIFIER.sub(lambda m: " ".join(READER_WORDS.get(part, part) for part in m[0].split("_")), text)
+
+
+SWEEP_WORDED = ("choice", "setting", "failed preconditions")
+"""The columns of a sweep whose values name code (profile fields, preconditions): shown in words."""
+
+
+def _sweep_in_words(frame):
+    """A sweep's frame (or stored table) as a DataFrame with :data:`SWEEP_WORDED` in words."""
+    import pandas as pd
+
+    if isinstance(frame, dict):
+        frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
+    frame = frame.copy()
+    for column in SWEEP_WORDED:
+        if column in frame:
+            frame[column] = [reader_words(v) if isinstance(v, str) else v for v in frame[column]]
+    return frame
+
+
 def sweeps_frame(frames: dict, labels: dict[str, str]):
     """Every claim's sensitivity sweep in one frame: a leading ``claim`` column with the claim's
     label (its number in the list above the table; on each claim's first row only, so a claim's
@@ -759,15 +792,15 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
     Returns:
         The summary and the table as one HTML, or a line saying that no run swept anything.
     """
-    import pandas as pd
     from IPython.display import HTML, Markdown
 
     from symlib.book.results import depends_on
 
     summary = summary or depends_on
-    frames = {s.claim: f for s in chapter.sweeps if (f := chapter.sweep_frame(s, results)) is not None}
+    # the settings in words, not as the profile fields they set (the summary reads the same rows)
+    frames = {s.claim: _sweep_in_words(f) for s in chapter.sweeps if (f := chapter.sweep_frame(s, results)) is not None}
     record, _stale = published_tier(run.chapter, run.config)
-    full = dict((record or {}).get("robustness") or {})
+    full = {claim: _sweep_in_words(f) for claim, f in ((record or {}).get("robustness") or {}).items()}
     if not frames and not full:
         return Markdown("*This profile runs no sensitivity sweep, and no published run has one.*")
     texts = {c["id"]: c["text"] for c in (record or {}).get("claims", [])}
@@ -777,8 +810,6 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
     items = []
     for claim, label in labels.items():
         frame = front.get(claim)
-        if isinstance(frame, dict):
-            frame = pd.DataFrame(frame["rows"], columns=frame["columns"])
         said = summary(frame) if frame is not None else f"swept in this build only ({summary(frames[claim])})"
         items.append(f'<li value="{label}"><em>{html.escape(texts.get(claim, claim))}</em>: '
                      f"{html.escape(said)}.</li>")

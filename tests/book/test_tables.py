@@ -433,3 +433,20 @@ def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publis
     assert got["lambdas"] == [0.5] and got["monotone"] is False
     assert tables.published_facts(run, "table1", {**ours, "agreement": {"VI q": 1.0}}) is not theirs  # a key missing
     assert tables.published_facts(run, "table1", {**ours, "agreement": {"VI q": 1.0}})["agreement"] == {"VI q": 1.0}
+
+
+def test_reader_words_turn_code_identifiers_into_words():
+    assert tables.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
+    assert tables.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
+    assert tables.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
+
+
+def test_show_sweeps_names_settings_in_words_not_code(run, publish_fake):
+    publish_fake(_frame())  # no published sweep: this build's in front
+    frame = pd.DataFrame({"choice": ["this run", "mnist_init_sd"], "setting": ["this profile", "mnist_init_sd = 0.1"],
+                          "verdict": ["holds", "does not hold"], "robust verdict": ["not judged", "not judged"],
+                          "failed preconditions": ["rhat (robust)", "rhat (robust), bulk_ess (robust)"]})
+    out = tables.show_sweeps(_fake_chapter({"plain-underfits": frame}), run, results=None).data
+    assert "depends on MNIST initial sd; holds with this profile" in out
+    assert "MNIST initial sd = 0.1" in out and "R-hat (robust), bulk ESS (robust)" in out
+    assert "mnist_init_sd" not in out and "bulk_ess" not in out
