@@ -45,13 +45,19 @@ def not_judged_sentence(failed: list[dict]) -> str:
         return "no precondition recorded as failed"
     first = failed[0]
     more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-    return f"reached {first['measured']}; judging needs {first['criterion']}{more}"
+    return _words(f"reached {first['measured']}; judging needs {first['criterion']}{more}")
 
 
 def claim_numbers(claims: list[dict]) -> dict[str, int]:
     """Each claim's number in its chapter's ledger (1, 2, ... in the record's order, code checks
     included): the cards show it and other text names a claim by it, not by its id."""
     return {c["id"]: i for i, c in enumerate(claims, 1)}
+
+
+def _words(text: str) -> str:
+    from symlib.book.tables import reader_words as words
+
+    return words(text)
 
 
 def _badge(verdict: str, kind: str) -> str:
@@ -73,7 +79,8 @@ def _preconditions(claim: dict | None, tier: str) -> str:
     if not pre:
         return ""
     items = "".join(
-        f'<li>{"✓" if p["met"] else "✗"} {html.escape(p["criterion"])}: {html.escape(str(p["measured"]))} '
+        f'<li>{"✓" if p["met"] else "✗"} {html.escape(_words(p["criterion"]))}: '
+        f'{html.escape(_words(str(p["measured"])))} '
         f'<span class="symlib-column">({_MARK[p.get("column", "both")]}'
         + (f"; source: {html.escape(p['source'])}" if p.get("source") else "") + ")</span></li>"
         for p in pre)
@@ -104,9 +111,9 @@ def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", an
     facts = [("paper", html.escape(claim["paper"]), ' class="symlib-paper"')]
     for tier, c in tiers.items():
         if c is not None:
-            facts.append((f"ours ({tier})", html.escape(c["ours"]), ""))
+            facts.append((f"ours ({tier})", html.escape(_words(c["ours"])), ""))
     if claim.get("criterion"):
-        facts.append(("criterion", html.escape(claim["criterion"]), ""))
+        facts.append(("criterion", html.escape(_words(claim["criterion"])), ""))
     dl = "".join(f"<dt>{name}</dt><dd{cls}>{value}</dd>" for name, value, cls in facts)
     details = "".join(_preconditions(c, tier) for tier, c in tiers.items())
     more = f"<details><summary>Preconditions</summary>{details}</details>" if details else ""

@@ -733,8 +733,15 @@ _IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:rhat)\b")
 def reader_words(text: str) -> str:
     """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
     precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
-    ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``."""
-    return _IDENTIFIER.sub(lambda m: " ".join(READER_WORDS.get(part, part) for part in m[0].split("_")), text)
+    ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``. A name with a
+    one-letter part is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``."""
+    def words(m):
+        parts = m[0].split("_")
+        if len(parts) > 1 and min(map(len, parts)) < 2:
+            return m[0]
+        return " ".join(READER_WORDS.get(part, part) for part in parts)
+
+    return _IDENTIFIER.sub(words, text)
 
 
 SWEEP_WORDED = ("choice", "setting", "failed preconditions")

@@ -49,3 +49,9 @@ def test_the_glance_box_counts_both_columns_and_links_each_claim():
             and "a theorem" not in out)
     assert "<code>x</code>" in out
     assert "No full run of this chapter is published yet" in cards.glance("01_x", None)
+
+
+def test_a_card_names_code_in_words():
+    out = cards.claim_card(_claim(ours="robustness: depends on ood_score; q_r"), tiers={"full": _claim(
+        ours="robustness: depends on ood_score; q_r")})
+    assert "depends on OOD score; q_r" in out and "ood_score" not in out

@@ -439,6 +439,7 @@ def test_reader_words_turn_code_identifiers_into_words():
     assert tables.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
     assert tables.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
     assert tables.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
+    assert tables.reader_words("q_r beats q_d; d_h = 20") == "q_r beats q_d; d_h = 20"  # math, not code
 
 
 def test_show_sweeps_names_settings_in_words_not_code(run, publish_fake):
