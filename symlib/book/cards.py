@@ -94,7 +94,7 @@ def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", an
     the tier's record lacks it), in the order shown; ``claim`` gives the text, the paper's value
     and the criterion; ``number``: its number in the ledger (:func:`claim_numbers`)."""
     kind = claim.get("kind", "claim")
-    title = html.escape(claim["text"])
+    title = html.escape(_words(claim["text"]))
     if href:
         title = f'<a class="reference internal" href="{href}">{title}</a>'
     if number is not None:
@@ -175,7 +175,7 @@ def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None,
     lines = "".join(
         f'<li>{_badge(tier_verdict(c, "reproduced")[0], "claim")} {_badge(tier_verdict(c, "robust")[0], "claim")} '
         f'<span class="symlib-claim-no">{numbers[c["id"]]}.</span> '
-        f'<a class="reference internal" href="#claim-{html.escape(c["id"])}">{html.escape(c["text"])}</a></li>'
+        f'<a class="reference internal" href="#claim-{html.escape(c["id"])}">{html.escape(_words(c["text"]))}</a></li>'
         for c in claims)
     stale_note = " (computed by an older version of the code or profile)" if stale else ""
     prov = f' <span class="symlib-tier-note">{provenance}</span>' if provenance else ""  # HTML already

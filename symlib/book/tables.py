@@ -711,7 +711,8 @@ def full_run_unmet(chapter: str) -> str:
         links = [f"[{numbers[c]}](#claim-{c})" for c in dict.fromkeys(ids)]
         return f"claim{'s' if len(links) > 1 else ''} {', '.join(links)}"
 
-    lines = [f"- {criterion}: measured **{measured}**, so not judged {where[column]}: {named(ids)}"
+    lines = [f"- {reader_words(criterion)}: measured **{reader_words(measured)}**, so not judged {where[column]}: "
+             f"{named(ids)}"
              for (criterion, measured, column), ids in unmet.items()]
     device = (record.get("computed") or {}).get("device") or record.get("device")
     return (f"In the published `{published.TIER}` run ({device}), these preconditions "
@@ -723,7 +724,7 @@ def full_run_unmet(chapter: str) -> str:
 
 READER_WORDS = {"rhat": "R-hat", "ess": "ESS", "mnist": "MNIST", "optunet": "OptuNet", "mmd": "MMD", "ood": "OOD",
                 "init": "initial", "hmc": "HMC", "mfvi": "MFVI", "sgm": "SGM", "mc": "MC", "kl": "KL", "tv": "TV",
-                "nuts": "NUTS", "advi": "ADVI", "swag": "SWAG", "lr": "learning rate", "w": "weight"}
+                "nuts": "NUTS", "advi": "ADVI", "swag": "SWAG", "lr": "learning rate", "w": "weight", "n": "number of"}
 """How the parts of a code identifier read in words (:func:`reader_words`); a part not listed
 reads as itself."""
 
@@ -734,18 +735,19 @@ def reader_words(text: str) -> str:
     """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
     precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
     ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``. A name with a
-    one-letter part is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``."""
+    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``. The comparisons
+    criteria are written with in code read as math: ``<=`` -> ``≤``, ``>=`` -> ``≥``."""
     def words(m):
         parts = m[0].split("_")
-        if len(parts) > 1 and min(map(len, parts)) < 2:
+        if len(parts) == 2 and min(map(len, parts)) < 2:
             return m[0]
         return " ".join(READER_WORDS.get(part, part) for part in parts)
 
-    return _IDENTIFIER.sub(words, text)
+    return _IDENTIFIER.sub(words, text).replace("<=", "≤").replace(">=", "≥")
 
 
-SWEEP_WORDED = ("choice", "setting", "failed preconditions")
-"""The columns of a sweep whose values name code (profile fields, preconditions): shown in words."""
+SWEEP_WORDED = ("choice", "setting", "failed preconditions", "ours")
+"""The columns of a sweep whose values may name code (profile fields, preconditions): shown in words."""
 
 
 def _sweep_in_words(frame):

@@ -15,7 +15,7 @@ def _claim(**fields):
 def test_not_judged_in_one_sentence_with_the_value_reached_and_the_bar():
     verdict, failed = cards.tier_verdict(_claim(), "robust")
     assert verdict == "not judged" and [p["name"] for p in failed] == ["accuracy", "rhat"]
-    assert cards.not_judged_sentence(failed) == "reached 0.627; judging needs median accuracy >= 0.858 (and 1 more)"
+    assert cards.not_judged_sentence(failed) == "reached 0.627; judging needs median accuracy ≥ 0.858 (and 1 more)"
     assert cards.tier_verdict(None, "reproduced") == ("—", [])
 
 

@@ -95,7 +95,7 @@ def test_html_links_claims_and_shows_both_columns():
     assert '<span class="symlib-claim-no">Claim 1.</span>' in out  # numbered as in the chapter's ledger
     assert '<a class="reference internal" href="01_made_up.html#section-a">A holds</a>' in out
     assert "✓ holds" in out and "✗ does not hold" in out and "○ not judged" in out
-    assert "reached 1.3; judging needs split R-hat &lt;= 1.01" in out
+    assert "reached 1.3; judging needs split R-hat ≤ 1.01" in out
     counts = ledger.counts_html({"01_made_up": record, "02_old": _old_record()}, label="Table 1", anchor="n",
                                 caption="tally")
     assert "not recorded" in counts and counts.count("<tr>") == 2 + 3  # two header rows, two chapters, the total

@@ -141,7 +141,7 @@ def test_ledger_names_the_full_runs_own_unmet_preconditions(run, publish_fake):
     out = tables.render_ledger(run.results.to_dict(), label="Table 1.3", anchor="table-1-3",
                                full_record=published.load(CHAPTER), stale=[])
     # the full run's own reason, in one sentence; every precondition one click away
-    assert "reached 0.627; judging needs median accuracy &gt;= 0.858" in out
+    assert "reached 0.627; judging needs median accuracy ≥ 0.858" in out
     assert "<details><summary>Preconditions</summary>" in out and "✓ enough splits: 8" in out
 
 
@@ -153,7 +153,7 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
     publish_fake(_frame(), claims=claims)
     out = tables.full_run_unmet(CHAPTER)
     # the claims by their numbers in the ledger's cards, linked to the cards, not by their ids
-    assert "split R-hat <= 1.01: measured **2.41**, so not judged in both columns: claims [1](#claim-a), [2](#claim-b)" in out
+    assert "split R-hat ≤ 1.01: measured **2.41**, so not judged in both columns: claims [1](#claim-a), [2](#claim-b)" in out
     publish_fake(_frame(), claims=[])
     assert "Every precondition" in tables.full_run_unmet(CHAPTER)
 
@@ -208,7 +208,7 @@ def test_the_ledger_shows_both_verdicts_and_marks_each_preconditions_column():
     html_out = tables.render_ledger({"profile": "quick", "claims": [claim]}, label="Table 1.1", anchor="t")
     assert "<th>reproduced</th><th>robust</th>" in html_out and ">quick (this build)</th>" in html_out
     assert "✓ holds" in html_out and "○ not judged" in html_out
-    assert "reached 1.3; judging needs split R-hat &lt;= 1.01 (4 chains)" in html_out
+    assert "reached 1.3; judging needs split R-hat ≤ 1.01 (4 chains)" in html_out
     assert "(robust column)" in html_out and "(reproduced column; source: authors&#x27; hmc.py)" in html_out
     old_html = tables.render_ledger({"profile": "quick", "claims": [old]}, label="T", anchor="t")
     assert old_html.count(tables.status_badge("—")) == 1  # no robust verdict recorded: a dash
@@ -437,9 +437,11 @@ def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publis
 
 def test_reader_words_turn_code_identifiers_into_words():
     assert tables.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
+    assert tables.reader_words("n_train_samples = 8") == "number of train samples = 8"
     assert tables.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
     assert tables.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
     assert tables.reader_words("q_r beats q_d; d_h = 20") == "q_r beats q_d; d_h = 20"  # math, not code
+    assert tables.reader_words("split R-hat <= 1.01, ESS >= 400") == "split R-hat ≤ 1.01, ESS ≥ 400"
 
 
 def test_show_sweeps_names_settings_in_words_not_code(run, publish_fake):
