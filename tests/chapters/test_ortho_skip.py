@@ -205,7 +205,7 @@ def test_every_reproduced_gate_cites_the_paper():
 def test_erratum_names_the_printed_bound():
     (static,) = ch1_claims.ERRATA
     (e,) = CHAPTER.errata_of(_made_up())  # the chapter's errata are those of the run
-    assert e.id == static.id == "gap-bound-layers" and "l=2" in e.paper_says
+    assert e.id == static.id == "gap-bound-layers" and "∏ₗ₌₂ᴸ" in e.paper_says  # the printed product starts at layer 2
     assert e.correction.startswith(static.correction)
     assert f"{math.log(24):.3f}" in e.correction and f"{math.log(576):.3f}" in e.correction
 

@@ -52,6 +52,10 @@ __all__ = [
     "robustness_rows",
 ]
 
+READER_NAMES = {"plain": "plain", "bias_ordered": "bias-ordered", "ortho_skip": "ortho-skip",
+                "ortho_skip_bias_ordered": "ortho-skip + bias-ordered"}
+"""How the ledger names the four variants (:data:`symlib.chapters.ortho_skip.stages.VARIANTS`) in words."""
+
 FIT_TOLERANCE = 1.1
 """A variant *fits* when its train RMSE is at most this times the RMSE of the true function on
 the same noisy targets (the noise floor); above it, it underfits."""
@@ -67,7 +71,7 @@ PAPER_PROTOCOL = ("Kurle et al. Sec. 4 and Fig. 1 caption: 5 hidden layers x 32 
 """Where the paper states the protocol of its sinc run (the reproduced column's gate)."""
 _PLATEAU_SOURCE = ("the book's standard for a fixed-budget fit; the paper trained a fixed 200.000 iterations and "
                    "shows no ELBO curve (Sec. 4)")
-_GAP_SOURCE = ("Sec. 2.2, Eq. (6): the bound 0 <= KL <= log N is exact; an estimate tests it only to within its Monte "
+_GAP_SOURCE = ("Sec. 2.2, Eq. (6): the bound 0 ≤ KL ≤ log N is exact; an estimate tests it only to within its Monte "
                "Carlo error (the paper estimates no gap; the bar is the chapter's)")
 
 SINC_CLAIMS = ("plain-underfits", "skip-ood-uncertainty", "plain-collapses-to-prior")
@@ -89,7 +93,7 @@ def claims(results: RunResults) -> list[Claim]:
     names = [v["name"] for v in VARIANTS]
     # the paper's protocol gates the reproduced column; the plateau, which it never reported, the robust one
     gates = (protocol(results.config),
-             *(dataclasses.replace(plateaued(elbo[names.index(k)], what=f"ELBO of {k}"), column=Column.ROBUST,
+             *(dataclasses.replace(plateaued(elbo[names.index(k)], what=f"ELBO of {READER_NAMES[k]}"), column=Column.ROBUST,
                                    source=_PLATEAU_SOURCE) for k in ("plain", "ortho_skip")))
 
     underfit = plain["train_rmse"] > FIT_TOLERANCE * floor and skip["train_rmse"] <= FIT_TOLERANCE * floor
@@ -100,30 +104,30 @@ def claims(results: RunResults) -> list[Claim]:
     bounded = bool(np.all(gaps <= log_n + 1e-9) and np.all(gaps >= -3 * ses - 1e-9))
     ends = abs(gaps[0]) < 1e-6 and gaps[-1] >= 0.99 * log_n
     se_max = float(ses.max())
-    rmse_all = ", ".join(f"{k} {m[k]['train_rmse']:.3f}" for k in m)
+    rmse_all = ", ".join(f"{READER_NAMES.get(k, k)} {m[k]['train_rmse']:.3f}" for k in m)
     return [
         Claim(
             id="plain-underfits",
             text="The plain mean-field BNN underfits the sinc data while the orthogonal-skip BNN fits them",
             paper="Sec. 4 / Fig. 1: 'the baseline results in severe underfitting, while orthogonal skip "
                   "connections fit the data well' (figure only)",
-            ours=f"train RMSE {rmse_all}; noise floor {floor:.3f} (fit: <= {FIT_TOLERANCE:g}x); test log-lik "
+            ours=f"train RMSE {rmse_all}; noise floor {floor:.3f} (fit: ≤ {FIT_TOLERANCE:g}×); test log-lik "
                  f"plain {plain['test_loglik']:.2f}, skip {skip['test_loglik']:.2f} nats/point",
             holds=bool(underfit),
-            criterion=f"train RMSE of plain > {FIT_TOLERANCE:g} x noise floor and of ortho_skip <= "
-                      f"{FIT_TOLERANCE:g} x noise floor",
+            criterion=f"train RMSE of the plain BNN > {FIT_TOLERANCE:g} × the noise floor and of the ortho-skip "
+                      f"BNN ≤ {FIT_TOLERANCE:g} × the noise floor",
             preconditions=gates,
         ),
         Claim(
             id="skip-ood-uncertainty",
-            text="Orthogonal skips give larger epistemic uncertainty away from the data (1 < |x| <= 2) than the plain BNN",
+            text="Orthogonal skips give larger epistemic uncertainty away from the data (1 < |x| ≤ 2) than the plain BNN",
             paper="Sec. 4 / Fig. 1: orthogonal skips 'provide better out of distribution uncertainty'",
             ours=f"mean epistemic sd outside/inside [-1, 1]: plain {plain['epistemic_sd_out']:.3f}/"
                  f"{plain['epistemic_sd_in']:.3f} (x{ratio['plain']:.2f}), skip {skip['epistemic_sd_out']:.3f}/"
                  f"{skip['epistemic_sd_in']:.3f} (x{ratio['ortho_skip']:.2f})",
             holds=bool(ood),
-            criterion="ortho_skip has both the larger mean epistemic sd for 1 < |x| <= 2 and the larger "
-                      "ratio of that sd to the one for |x| <= 1",
+            criterion="the ortho-skip BNN has both the larger mean epistemic sd for 1 < |x| ≤ 2 and the larger "
+                      "ratio of that sd to the one for |x| ≤ 1",
             preconditions=gates,
         ),
         Claim(
@@ -135,15 +139,15 @@ def claims(results: RunResults) -> list[Claim]:
                  f"skip {100 * skip['share_at_prior']:.1f}% (bias-ordered {100 * m['bias_ordered']['share_at_prior']:.1f}%, "
                  f"skip+ordered {100 * m['ortho_skip_bias_ordered']['share_at_prior']:.1f}%)",
             holds=bool(collapse),
-            criterion=f"share of weight-matrix entries with KL[q(w) || p(w)] < {thr:g} nat larger for plain "
-                      "than for ortho_skip",
+            criterion=f"share of weight-matrix entries with KL(q(w) ‖ p(w)) < {thr:g} nat larger for the plain "
+                      "BNN than for the ortho-skip BNN",
             preconditions=gates,
         ),
         Claim(
             id="gap-bounded",
-            text="The ELBO gap KL[q0 || q_mix] lies in [0, log N], vanishes for prior-centred means and "
+            text="The ELBO gap KL(q₀ ‖ q_mix) lies in [0, log N], vanishes for prior-centred means and "
                  "approaches log N for well-separated copies",
-            paper="Sec. 2.2, Eq. (6): 0 <= KL <= log N; minimal when the copies overlap (weights at the "
+            paper="Sec. 2.2, Eq. (6): 0 ≤ KL ≤ log N; minimal when the copies overlap (weights at the "
                   "zero-centred prior), maximal when well separated",
             ours=f"{'-'.join(map(str, g['widths']))} net, N = {g['n_permutations']}: gap {gaps[0]:.1e} at the "
                  f"prior, {gaps[-1]:.3f} at scale {g['scales'][-1]:g}, log N = {log_n:.3f}; "
@@ -183,8 +187,8 @@ def protocol(config) -> Precondition:
 # --------------------------------------------------------------------------- errata
 
 _WHERE = "Kurle et al. Sec. 2.2, after Eq. (6)"
-_PAPER_SAYS = "0 <= KL[q0 || q] <= log prod_{l=2}^L N_l!, while Sec. 2.1 counts N = prod_{l=1}^L N_l! modes"
-_CORRECTION = ("log prod_{l=1}^L N_l! = log N: the first hidden layer's units permute too (their incoming weights "
+_PAPER_SAYS = "0 ≤ KL(q₀ ‖ q) ≤ log ∏ₗ₌₂ᴸ Nₗ!, while Sec. 2.1 counts N = ∏ₗ₌₁ᴸ Nₗ! modes"
+_CORRECTION = ("log ∏ₗ₌₁ᴸ Nₗ! = log N: the first hidden layer's units permute too (their incoming weights "
                "are the input weights)")
 
 ERRATA = (Erratum(id="gap-bound-layers", paper_says=_PAPER_SAYS, correction=_CORRECTION, where=_WHERE),)
