@@ -184,18 +184,16 @@ def _report_cache_warnings(name: str, nb) -> None:
         print(f"[symlib] {name}: {line}", file=sys.stderr, flush=True)
 
 
-def _glue_key(output) -> str | None:
-    return ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
-
-
 def _postprocess(nb) -> None:
     """Hide parameter cells from the page, drop stderr outputs, and keep only the last value glued
     under each key (a page may glue a key again to replace it, e.g. a figure by the published
     run's: :func:`symlib.book.tables.front_figure`; Jupyter Book warns on a key glued twice)."""
+    from symlib.book.published import glue_key
+
     last = {}
     for i, cell in enumerate(nb.cells):
         for j, output in enumerate(cell.get("outputs", []) if cell.cell_type == "code" else []):
-            if (key := _glue_key(output)) is not None:
+            if (key := glue_key(output)) is not None:
                 last[key] = (i, j)
     for i, cell in enumerate(nb.cells):
         tags = set(cell.get("metadata", {}).get("tags", []))
@@ -204,7 +202,7 @@ def _postprocess(nb) -> None:
         if cell.cell_type == "code":
             cell.outputs = [o for j, o in enumerate(cell.outputs)
                             if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-                            and (_glue_key(o) is None or last[_glue_key(o)] == (i, j))]
+                            and (glue_key(o) is None or last[glue_key(o)] == (i, j))]
 
 
 def _kernel_config(folder: Path):

@@ -34,7 +34,7 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "load", "publish", "published_dir", "records", "staleness", "tier_summary",
+__all__ = ["TIER", "TIERS", "glue_key", "load", "publish", "published_dir", "records", "staleness", "tier_summary",
            "verdicts_by_tier"]
 
 TIER = "full"
@@ -156,6 +156,11 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     return previous["computed"]
 
 
+def glue_key(output: dict) -> str | None:
+    """The key a notebook output was glued under (``myst_nb.glue``), or None for an output not glued."""
+    return ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+
+
 def _extract_figures(notebook: Path, folder: Path) -> tuple[list[str], dict[str, str]]:
     """Write the PNG outputs of an executed notebook as ``figure-<n>.png``: their file names, and
     the glue key -> file name of those glued under a key (the figures the page numbers, which
@@ -177,8 +182,7 @@ def _extract_figures(notebook: Path, folder: Path) -> tuple[list[str], dict[str,
             name = f"figure-{len(names) + 1}.png"
             (folder / name).write_bytes(raw)
             names.append(name)
-            key = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
-            if key:
+            if key := glue_key(output):
                 glued[key] = name
     return names, glued
 
