@@ -156,9 +156,9 @@ def glance(chapter: str, record: dict | None, *, stale: list[str] | None = None,
     (the most converged: ``paper`` when published, else ``full``)?
 
     One line per claim (code checks left out): its reproduced and robust verdicts and the claim,
-    numbered as in the ledger (:func:`claim_numbers`) and linked to its card in the chapter's ledger (``#claim-<id>``); above them the counts and
-    ``provenance`` (HTML, :func:`symlib.book.tables.provenance_line`). Without a published run,
-    says so.
+    numbered as in the ledger (:func:`claim_numbers`) and linked to its card there
+    (``#claim-<id>``); above them the counts and ``provenance`` (HTML,
+    :func:`symlib.book.tables.provenance_line`). Without a published run, says so.
     """
     if record is None:
         return ('<div class="symlib-glance"><p><strong>Does it reproduce?</strong> No full run of this chapter is '

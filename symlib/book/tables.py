@@ -735,8 +735,8 @@ def reader_words(text: str) -> str:
     """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
     precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
     ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``. A name with a
-    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``. The comparisons
-    criteria are written with in code read as math: ``<=`` -> ``≤``, ``>=`` -> ``≥``."""
+    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``. Comparisons,
+    written in code as ``<=`` and ``>=``, read as math: ``≤`` and ``≥``."""
     def words(m):
         parts = m[0].split("_")
         if len(parts) == 2 and min(map(len, parts)) < 2:
