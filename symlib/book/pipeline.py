@@ -352,11 +352,16 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                     config=_kernel_config(Path(tmp)),
                 )
         except papermill.PapermillExecutionError as err:
-            if err.ename == BUDGET_ERROR or (interrupted.is_set() and err.ename == "KeyboardInterrupt"):
+            # once the watchdog has interrupted the kernel, whatever the cell then raised is the
+            # interruption: KeyboardInterrupt from Python code, but an interrupted Stan fit surfaces
+            # in cmdstanpy as another error (AttributeError: 'NoneType' object has no attribute
+            # 'stan_outputs'), which is no failure of the chapter
+            if err.ename == BUDGET_ERROR or interrupted.is_set():
                 # a piece of a long run: its stages kept their checkpoints and finished items
                 _log_piece(name, profile, device, start, started, "budget")
                 why = err.evalue if err.ename == BUDGET_ERROR else (
-                    f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s; the stage items it finished are cached")
+                    f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
+                    "the stage items it finished are cached")
                 raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
                                  f"to continue. {_shown(target)} was left as it was.") from None
             _log_piece(name, profile, device, start, started, "failed")

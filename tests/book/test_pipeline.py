@@ -288,6 +288,42 @@ def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(s
     assert (sandbox / "executed" / "99_slow.ipynb").exists()
 
 
+def test_any_error_after_the_budget_interrupt_is_a_stopped_piece_not_a_failure(sandbox, monkeypatch):
+    """An interrupted Stan fit raises no KeyboardInterrupt in its cell (cmdstanpy: AttributeError on
+    ``stan_outputs``): once the watchdog has interrupted the kernel, the chapter is a piece stopped
+    at its budget whatever the cell raised; the same error before the budget is a failure."""
+    from symlib.book import pieces
+
+    def stan_interrupted(kwargs):
+        deadline = time.monotonic() + 30
+        while not fired:                      # the kernel "runs" until the watchdog fires
+            assert time.monotonic() < deadline, "the budget watchdog did not fire"
+            time.sleep(0.01)
+        raise papermill.PapermillExecutionError(
+            0, 1, "x", "AttributeError", "'NoneType' object has no attribute 'stan_outputs'", [])
+
+    fired = []
+    monkeypatch.setattr(pipeline, "_interrupt_kernels", lambda: fired.append(1) or [])
+    monkeypatch.setattr(pipeline, "BUDGET_GRACE_S", 0.0)
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "0.2")
+    fake_papermill(monkeypatch, stan_interrupted)
+    with pytest.raises(SystemExit) as err:
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert pipeline.PIECE_STOPPED in str(err.value) and "the cell raising AttributeError" in str(err.value)
+    assert "execution failed" not in str(err.value)
+    assert not (sandbox / "executed" / "00_symmetries.failed.ipynb").exists()
+
+    def stan_broken(kwargs):                  # the same error with the budget not yet reached
+        raise papermill.PapermillExecutionError(
+            0, 1, "x", "AttributeError", "'NoneType' object has no attribute 'stan_outputs'", [])
+
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "600")
+    fake_papermill(monkeypatch, stan_broken)
+    with pytest.raises(SystemExit, match="execution failed .AttributeError"):
+        pipeline.execute("00_symmetries", profile="smoke", seed=0, device="cpu")
+    assert [e["outcome"] for e in pieces.read("00_symmetries")] == ["budget", "failed"]
+
+
 def test_interrupt_kernels_signals_only_kernel_children(tmp_path):
     """_interrupt_kernels sends SIGINT to this process's children that run ipykernel, no other."""
     ready = tmp_path / "ready"
