@@ -80,8 +80,10 @@ HASH_SCHEME = 3
 :data:`RENDERING_ONLY`), so any change to any module made every published run stale.
 2: only the modules a chapter's code imports, directly or through other modules (static
 ``import`` / ``from ... import`` statements, anywhere in a file), with the package ``__init__``
-files on their way and the data files (``.stan``, ``.json``) beside them: a change to a module
-the chapter never imports leaves its runs current. But a package ``__init__`` that re-exports its
+files on their way and the data files (``.stan``, ``.json``) beside them or in a data folder
+their code names (:func:`_data_files`; the Stan programs were left out before 2026-11-27, so a
+change to them went unnoticed): a change to a module the chapter never imports leaves its runs
+current. But a package ``__init__`` that re-exports its
 submodules (``symlib.inference`` imports all eight) pulled every sibling in: a chapter that
 imported ``mfvi`` alone was made stale by a change to ``hmc``.
 3: as 2, except that a package ``__init__``'s imports of its own submodules are followed only as
@@ -186,8 +188,8 @@ def _notebook_imports(notebook: Path) -> set[str]:
 
 def import_closure(start: list[Path], names: set[str] = frozenset(), *, root: Path | None = None) -> set[Path]:
     """Every source file the files ``start`` (and modules ``names``) need: the modules they
-    import, recursively, each package ``__init__`` on the way, and the data files (``.stan``,
-    ``.json``) in the folders of those modules. Static: an import by a computed name is not seen,
+    import, recursively, each package ``__init__`` on the way, and the data files they may read
+    (:func:`_data_files`). Static: an import by a computed name is not seen,
     so keep such imports to the book machinery (:func:`declared`), which is hashed whole."""
     root = root or SYMLIB.parent
     files, todo = set(), list(start)
@@ -204,9 +206,42 @@ def import_closure(start: list[Path], names: set[str] = frozenset(), *, root: Pa
                 todo.append(init)
         if path.suffix == ".py":
             todo += [f for n in _imported_names(path, root) if (f := _module_file(n, root))]
-    folders = {p.parent for p in files if p.suffix == ".py"}
-    data = {p for d in folders for p in d.iterdir() if p.suffix in (".stan", ".json") and p.is_file()}
-    return files | data
+    return files | _data_files(files)
+
+
+DATA_SUFFIXES = (".stan", ".json")
+"""Files a module may read as data (a Stan program, a table); hashed with the modules that read them."""
+
+
+def _data_files(files: set[Path]) -> set[Path]:
+    """The data files (:data:`DATA_SUFFIXES`) the modules among ``files`` may read: those beside
+    each module, and those in a data folder below a module's folder (one without ``__init__.py``,
+    at any depth) whose name the module spells in a string of its code, docstrings aside:
+    ``inference/stan.py``'s ``joinpath("stan_models", ...)`` brings ``inference/stan_models/*.stan``
+    into the hash of every chapter that imports it, and of no other."""
+    modules = [p for p in files if p.suffix == ".py"]
+    data = {p for d in {m.parent for m in modules} for p in d.iterdir() if p.suffix in DATA_SUFFIXES and p.is_file()}
+    for module in modules:
+        folders = [d for d in module.parent.iterdir() if d.is_dir() and not (d / "__init__.py").exists()]
+        if not folders:
+            continue
+        spelled = _code_strings(module)
+        for folder in folders:
+            if folder.name in spelled:
+                data |= {p for p in folder.rglob("*") if p.suffix in DATA_SUFFIXES and p.is_file()}
+    return data
+
+
+def _code_strings(path: Path) -> set[str]:
+    """The path parts of the string constants in a module's code (a string statement, i.e. a
+    docstring, left out)."""
+    import ast
+
+    tree = ast.parse(path.read_text(errors="replace"))
+    docs = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    return {part for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            for part in re.split(r"[/\\]", node.value)}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -317,9 +352,7 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
             else:
                 for n in ([name] if mode == "name" else imported):
                     want_name(module, n)
-    folders = {p.parent for p in files if p.suffix == ".py"}
-    data = {p for d in folders for p in d.iterdir() if p.suffix in (".stan", ".json") and p.is_file()}
-    return files | data
+    return files | _data_files(files)
 
 
 def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int = HASH_SCHEME) -> str:

@@ -196,6 +196,50 @@ def test_the_precise_closure_reads_a_package_init_as_a_re_export_table(tmp_path)
         assert closure(start) <= closure(start, import_closure)
 
 
+def test_a_data_folder_counts_for_the_modules_that_name_it_in_code(tmp_path):
+    """A data folder below a module (``stan_models/``: no ``__init__.py``) is hashed with the module
+    whose code spells its name, not with a sibling that names it in a docstring only; a package
+    is no data folder. (The Stan programs escaped chapter 4's hash this way until this rule.)"""
+    from symlib.book.provenance import import_closure, import_closure_precise
+
+    pkg = tmp_path / "symlib"
+    files = {
+        "__init__.py": "",
+        "inf/__init__.py": '"""The programs live in ``inf/models``."""\n',
+        "inf/reader.py": 'from importlib import resources\n\ndef program(name):\n'
+                         '    return resources.files("symlib.inf").joinpath("models", name).read_text()\n',
+        "inf/other.py": '"""Not ``models``, not ``sub``: a docstring is no read."""\nX = "unrelated"\n',
+        "inf/models/a.stan": "model {}",
+        "inf/models/deeper/b.json": "{}",
+        "inf/models/notes.txt": "not data",
+        "inf/sub/__init__.py": "",
+        "inf/sub/c.stan": "model {}",
+        "uses_reader.py": "from symlib.inf import reader\n",
+        "uses_other.py": "from symlib.inf import other\n",
+    }
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    for fn in (import_closure, import_closure_precise):
+        reader = {p.relative_to(pkg).as_posix() for p in fn([pkg / "uses_reader.py"], root=tmp_path)}
+        other = {p.relative_to(pkg).as_posix() for p in fn([pkg / "uses_other.py"], root=tmp_path)}
+        assert {"inf/models/a.stan", "inf/models/deeper/b.json"} <= reader, fn.__name__
+        assert "inf/models/notes.txt" not in reader
+        assert not any(f.startswith("inf/models/") for f in other), fn.__name__
+        assert "inf/sub/c.stan" not in reader | other   # a package is imported, not read as data
+
+
+def test_the_stan_programs_are_in_chapter_4s_stage_hash_and_no_other():
+    from symlib.book.provenance import SYMLIB, import_closure_precise, package_of_chapter
+
+    programs = {f"inference/stan_models/{m}.stan" for m in ("unconstrained", "ordered", "constrained")}
+    for chapter in ("04_constrained_models", "05_rebasin_hmc", "06_synthesis"):
+        start = [p for p in package_of_chapter(chapter).rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
+        files = {p.relative_to(SYMLIB).as_posix() for p in import_closure_precise(start)}
+        assert (programs <= files) == (chapter == "04_constrained_models"), chapter
+        assert (programs & files) in (set(), programs), chapter
+
+
 def test_under_scheme_3_a_change_to_hmc_leaves_chapter_1_current():
     from symlib.book.provenance import (
         SYMLIB,
