@@ -20,9 +20,10 @@ import bench_mmd
 import bench_orthoskip
 import bench_precision
 import bench_sgm
+import bench_stan
 
 BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu,
-                                    bench_precision, bench_capture)}
+                                    bench_precision, bench_capture, bench_stan)}
 
 
 def main(argv=None) -> None:
