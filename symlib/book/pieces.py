@@ -5,10 +5,13 @@ budget (``$SYMLIB_BUDGET_S``; a stage raises
 :class:`~symlib.inference.hmc_resumable.BudgetExhausted` and keeps its checkpoint) and continued
 by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
 execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
-started, how long it ran, on which device, profile and commit, and how it ended (``complete``,
-``budget``, ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes
-nothing). :func:`account` reads the entries of a chapter's latest complete run, which
+started, how long it ran, on which device, profile, commit and stage code hash
+(:func:`symlib.book.provenance.stage_code_hash`), and how it ended (``complete``, ``budget``,
+``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
+:func:`account` reads the entries of a chapter's latest complete run, which
 :func:`symlib.book.published.publish` stores with the record: pieces, device minutes, devices.
+A piece run with other code than the complete one (a run abandoned when the chapter's code
+changed: its cache entries were recomputed) is not part of that run.
 """
 
 from __future__ import annotations
@@ -60,8 +63,11 @@ def _commit() -> str:
 
 
 def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
-              directory: Path | None = None, started: datetime | None = None) -> Path:
+              directory: Path | None = None, started: datetime | None = None,
+              code_hash: str | None = None) -> Path:
     """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
+
+    ``code_hash``: the chapter's stage code hash the execution ran with (recorded when given).
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
@@ -73,6 +79,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
     started = started or datetime.now(UTC)
     entries.append({"started": started.isoformat(timespec="seconds"), "seconds": round(float(seconds), 1),
                     "device": device, "profile": profile, "commit": _commit()[:12], "outcome": outcome})
+    if code_hash is not None:
+        entries[-1]["code_hash"] = code_hash
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -84,12 +92,13 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
 def account(entries: list[dict], profile: str) -> dict | None:
     """The latest complete run of ``profile`` in ``entries``: the executions that computed it
     (its ``complete`` piece and the ``budget`` or ``failed`` pieces since the previous complete
-    run of that profile; re-renders compute nothing and are left out), or None when no piece of
+    run of that profile; re-renders compute nothing and are left out, and so are pieces whose
+    recorded code hash is not the complete piece's, as ``abandoned``), or None when no piece of
     that profile completed.
 
     Returns:
         ``{"pieces", "seconds", "minutes", "devices", "first", "last", "stopped_at_budget",
-        "failed"}``.
+        "failed", "abandoned"}``.
     """
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
@@ -97,10 +106,12 @@ def account(entries: list[dict], profile: str) -> dict | None:
         return None
     last = ends[-1]
     first = ends[-2] + 1 if len(ends) > 1 else 0
-    run = mine[first:last + 1]
+    code = mine[last].get("code_hash")
+    since = mine[first:last + 1]
+    run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
     seconds = sum(float(e.get("seconds", 0.0)) for e in run)
     return {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
             "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
             "last": run[-1].get("started"),
             "stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
-            "failed": sum(e.get("outcome") == "failed" for e in run)}
+            "failed": sum(e.get("outcome") == "failed" for e in run), "abandoned": len(since) - len(run)}

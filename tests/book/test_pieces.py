@@ -19,9 +19,28 @@ def test_account_counts_the_pieces_of_the_latest_complete_run(tmp_path):
     got = pieces.account(log, "paper")
     assert got["pieces"] == 4 and got["seconds"] == 590 + 20 + 600 + 120 and got["minutes"] == 22.2
     assert got["stopped_at_budget"] == 2 and got["failed"] == 1 and got["devices"] == ["cuda (H100)"]
+    assert got["abandoned"] == 0
     assert pieces.account(log, "full")["pieces"] == 1
     assert pieces.account(log, "quick") is None
     assert pieces.account(_log(tmp_path / "other", ("paper", 600, "budget")), "paper") is None  # not done yet
+
+
+def test_pieces_run_with_other_code_are_not_part_of_the_complete_run(tmp_path):
+    """A run abandoned when the chapter's code changed (its cache entries recomputed under the new
+    code) is left out of the account, and counted as abandoned; entries with no hash (older
+    files) count as before."""
+    def log(seconds, outcome, code):
+        pieces.log_piece("04_constrained_models", profile="full", device="cpu", seconds=seconds,
+                         outcome=outcome, directory=tmp_path, code_hash=code)
+
+    pieces.log_piece("04_constrained_models", profile="full", device="cpu", seconds=50, outcome="budget",
+                     directory=tmp_path)                                  # before hashes were recorded
+    log(3000, "budget", "old"), log(1500, "failed", "old"), log(900, "budget", "new"), log(400, "complete", "new")
+    entries = pieces.read("04_constrained_models", tmp_path)
+    assert [e.get("code_hash") for e in entries] == [None, "old", "old", "new", "new"]
+    got = pieces.account(entries, "full")
+    assert got["pieces"] == 3 and got["seconds"] == 50 + 900 + 400 and got["abandoned"] == 2
+    assert got["stopped_at_budget"] == 2 and got["failed"] == 0
 
 
 def test_entries_are_appended_with_what_they_need(tmp_path):
