@@ -354,7 +354,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
         except papermill.PapermillExecutionError as err:
             # once the watchdog has interrupted the kernel, whatever the cell then raised is the
             # interruption: KeyboardInterrupt from Python code, but an interrupted Stan fit surfaces
-            # in cmdstanpy as another error (AttributeError: 'NoneType' object has no attribute
+            # in PyStan as another error (AttributeError: 'NoneType' object has no attribute
             # 'stan_outputs'), which is no failure of the chapter
             if err.ename == BUDGET_ERROR or interrupted.is_set():
                 # a piece of a long run: its stages kept their checkpoints and finished items

@@ -289,9 +289,9 @@ def test_a_real_kernel_past_its_budget_is_interrupted_and_keeps_what_it_cached(s
 
 
 def test_any_error_after_the_budget_interrupt_is_a_stopped_piece_not_a_failure(sandbox, monkeypatch):
-    """An interrupted Stan fit raises no KeyboardInterrupt in its cell (cmdstanpy: AttributeError on
-    ``stan_outputs``): once the watchdog has interrupted the kernel, the chapter is a piece stopped
-    at its budget whatever the cell raised; the same error before the budget is a failure."""
+    """An interrupted Stan fit raises no KeyboardInterrupt in its cell (PyStan: an AttributeError
+    on ``stan_outputs``): once the watchdog has interrupted the kernel, the chapter is a piece
+    stopped at its budget whatever the cell raised; the same error before the budget is a failure."""
     from symlib.book import pieces
 
     def stan_interrupted(kwargs):
