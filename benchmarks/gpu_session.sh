@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One GPU session's checks (issue 30), as one command on a bare GPU machine, from the repo root:
-# the GPU agreement, reduced-precision and capture tests, then the reduced-precision HMC benchmark
-# and the captured-trajectory benchmark.
-# Everything worth keeping goes to $OUT (default /tmp/gpu-session). Wheels for packages the
+# the GPU agreement, reduced-precision and capture tests, then chapter 1's captured VI step, the
+# captured-trajectory benchmark and the reduced-precision HMC benchmark. A part whose time limit
+# (TESTS_S, VI_S, CAPTURE_S, BENCH_S) is 0 is skipped.
+# Everything worth keeping goes to $OUT (default /tmp/gpu-session): every part's whole output in
+# session.log, each benchmark's JSON and markdown (7 files, under the device tool's 8). Wheels for packages the
 # machine lacks may sit in .whl/ and hamiltorch's checkout in .peers/hamiltorch (both untracked).
 set -u
 PY=${PY:-python3}
@@ -17,16 +19,17 @@ fi
 nvidia-smi -L
 "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
 date -u +"start %FT%TZ"
+step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, or skip when the limit is 0
+  local name=$1 limit=$2; shift 2
+  date -u +"$name %FT%TZ"
+  if [ "$limit" = 0 ]; then echo "$name skipped"; return; fi
+  timeout "$limit" "$@" 2>&1 | tee -a "$OUT/session.log" | tail -"${TAIL:-15}"
+  echo "$name rc=${PIPESTATUS[0]}"
+}
 TESTS=${TESTS:-tests/chapters/test_gpu_agreement.py tests/inference/test_hmc_precision.py tests/inference/test_hmc.py tests/inference/test_capture.py}
 # shellcheck disable=SC2086
-timeout "${TESTS_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n 5 -rfEs $TESTS \
-  2>&1 | tee "$OUT/tests.log" | tail -40
-echo "tests rc=${PIPESTATUS[0]}"
-date -u +"bench %FT%TZ"
-timeout "${BENCH_S:-300}" "$PY" benchmarks/bench_precision.py --device cuda --hamiltorch .peers/hamiltorch --out "$OUT" \
-  2>&1 | tail -30
-echo "bench rc=${PIPESTATUS[0]}"
-date -u +"capture %FT%TZ"
-timeout "${CAPTURE_S:-180}" "$PY" benchmarks/bench_capture.py --device cuda --out "$OUT" 2>&1 | tail -12
-echo "capture rc=${PIPESTATUS[0]}"
+step tests "${TESTS_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n 5 -rfEs $TESTS
+step vi_capture "${VI_S:-150}" "$PY" benchmarks/bench_vi_capture.py --device cuda --out "$OUT"
+step capture "${CAPTURE_S:-180}" "$PY" benchmarks/bench_capture.py --device cuda --out "$OUT"
+step precision "${BENCH_S:-300}" "$PY" benchmarks/bench_precision.py --device cuda --hamiltorch .peers/hamiltorch --out "$OUT"
 date -u +"end %FT%TZ"
