@@ -1,0 +1,77 @@
+"""Chapter 1's VI step as a CUDA graph (issue 30, item 2): symlib/inference/mfvi_graph.py.
+
+On the CPU the graph's step function, run eagerly (``mode="replay"``), must take the steps of
+:func:`symlib.inference.mfvi.fit` (the same noise from the same generator, the same Adam): the
+same parameters and history. On a GPU (skipped here) the replayed graph must do the same.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from symlib.inference import mfvi
+from symlib.inference.mfvi_graph import fit_captured
+from symlib.nn.mlp import Activation, MLPSpec, init_mlp
+from symlib.nn.orthoskip import skip_matrices
+
+CUDA = torch.cuda.is_available()
+
+
+def _problem(device="cpu"):
+    spec = MLPSpec((1, 8, 8, 1), Activation.SELU)
+    gen = torch.Generator().manual_seed(0)
+    skips = skip_matrices(spec, gen)
+    has_skip = torch.tensor([False, True, False, True])
+    skips = {k: torch.where(has_skip[:, None, None], o, torch.zeros_like(o)).to(device) for k, o in skips.items()}
+    model = mfvi.BayesMLP(spec, skips, torch.tensor([False, False, True, True], device=device))
+    base = init_mlp(spec, gen)
+    params = {k: v.expand(4, *v.shape).clone().to(device) for k, v in base.items()}
+    q0 = mfvi.mean_field_from_params(model, params, init_sd=1e-2)
+    x = torch.rand(32, 1, generator=gen) * 2 - 1
+    y = torch.sin(3 * x) + 0.1 * torch.randn(32, 1, generator=gen)
+    return model, q0, x.to(device), y.to(device)
+
+
+def _fit(mode, device="cpu", **kw):
+    model, q0, x, y = _problem(device)
+    gen = torch.Generator(device).manual_seed(7)
+    args = {"n_steps": 25, "n_samples": 3, "lr": 1e-2, "generator": gen, "noise_sd": 0.2, "anneal_fraction": 0.5,
+                "record_every": 5, "progress": False} | kw
+    if mode == "fit":
+        return mfvi.fit(model, q0, x, y, **args)
+    return fit_captured(model, q0, x, y, mode=mode, **args)
+
+
+def _assert_same(got, want, rtol=0.0, atol=0.0):
+    for k in want.q.mean:
+        torch.testing.assert_close(got.q.mean[k].cpu(), want.q.mean[k].cpu(), rtol=rtol, atol=atol)
+        torch.testing.assert_close(got.q.log_sd[k].cpu(), want.q.log_sd[k].cpu(), rtol=rtol, atol=atol)
+    torch.testing.assert_close(got.log_noise_sd.cpu(), want.log_noise_sd.cpu(), rtol=rtol, atol=atol)
+    assert set(got.history) == set(want.history)
+    for k, v in want.history.items():
+        assert got.history[k].shape == v.shape, k
+        np.testing.assert_allclose(got.history[k], v, rtol=max(rtol, 1e-12), atol=atol, err_msg=k)
+
+
+@pytest.mark.parametrize("kw", [{}, {"average_records": True}, {"learn_noise": True, "anneal_fraction": 0.0}])
+def test_the_graph_step_run_eagerly_takes_the_steps_of_mfvi_fit(kw):
+    _assert_same(_fit("replay", **kw), _fit("fit", **kw))
+
+
+def test_the_fit_moves_and_auto_is_mfvi_fit_on_the_cpu():
+    got, start = _fit("auto"), _problem()[1]
+    _assert_same(got, _fit("fit"))
+    assert not torch.equal(got.q.mean["W1"], start.mean["W1"])     # the steps did something
+
+
+def test_bad_modes_are_refused_with_a_message():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _fit("fast")
+    with pytest.raises(ValueError, match="needs CUDA tensors"):
+        _fit("graph")
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("kw", [{}, {"average_records": True, "learn_noise": True}])
+def test_the_replayed_graph_takes_the_steps_of_mfvi_fit_on_the_gpu(kw):
+    _assert_same(_fit("graph", "cuda", **kw), _fit("fit", "cuda", **kw), rtol=1e-5, atol=1e-6)
