@@ -1,0 +1,74 @@
+"""Carrying an unfinished run between machines (symlib/book/carry.py): the chapter's current
+cache entries go to a folder and back, and the cache serves them there without recomputing;
+entries of other code are neither carried nor served as current."""
+
+from __future__ import annotations
+
+import pytest
+
+from symlib.book import cache, carry
+from symlib.book.cache import cached
+
+CHAPTER = "04_constrained_models"
+
+
+def _never():
+    raise AssertionError("recomputed: the carried entry was not served")
+
+
+@pytest.fixture
+def two_caches(tmp_path, monkeypatch):
+    here, there, folder = tmp_path / "here", tmp_path / "there", tmp_path / "carry"
+    monkeypatch.setenv("SYMLIB_CACHE", str(here))
+    for i in range(3):
+        cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, lambda i=i: {"mse": 0.1 * i})
+    cached("00_symmetries", "1", {"other": 1}, lambda: 1.0)          # another chapter's entry
+    return there, folder
+
+
+def test_saved_entries_load_into_another_cache_and_are_served_there(two_caches, monkeypatch):
+    there, folder = two_caches
+    out = carry.save(CHAPTER, folder)
+    assert out["saved"] == 3 and out["bytes"] > 0
+    assert sorted(p.parent.name for p in folder.glob("*/*.pt")) == [f"{CHAPTER}-boston_fits"] * 3
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    assert carry.load(CHAPTER, folder)["loaded"] == 3
+    for i in range(3):
+        assert cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, _never) == {"mse": 0.1 * i}
+    again = carry.load(CHAPTER, folder)
+    assert again["loaded"] == 0 and again["already in the cache"] == 3
+
+
+def test_entries_of_other_code_are_not_carried_and_carried_ones_are_dropped(two_caches, monkeypatch):
+    _there, folder = two_caches
+    carry.save(CHAPTER, folder)
+    real = cache.fingerprint
+
+    def moved_on(experiment):                    # this checkout's code is now another
+        return real(experiment) | {"code_hash": "0" * 16}
+
+    monkeypatch.setattr(cache, "fingerprint", moved_on)
+    assert not any(e.current for e in carry.entries(folder, CHAPTER))
+    out = carry.save(CHAPTER, folder)
+    assert out["saved"] == 0 and out["not current, left"] == 3 and out["removed from the carry folder"] == 3
+    assert not list(folder.glob("*/*.pt"))
+
+
+def test_a_corrupted_carried_entry_is_not_loaded(two_caches, monkeypatch):
+    there, folder = two_caches
+    carry.save(CHAPTER, folder)
+    victim = min(folder.glob("*/*.pt"))
+    victim.write_bytes(victim.read_bytes()[:-5])
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    with pytest.warns(cache.CacheCorruptionWarning):
+        out = carry.load(CHAPTER, folder)
+    assert out["loaded"] == 2
+
+
+def test_the_command_line_saves_lists_and_refuses_a_missing_chapter(two_caches, capsys):
+    _there, folder = two_caches
+    assert carry.main(["save", CHAPTER, "--dir", str(folder)]) == 0
+    assert carry.main(["list", "--dir", str(folder)]) == 0
+    assert f"{CHAPTER}: 3 entries (3 current" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        carry.main(["save"])
