@@ -74,8 +74,8 @@ def _largest_difference(profile, model, q0, x, y, device: torch.device, mode: st
     return max(float((got.q.mean[k] - want.q.mean[k]).abs().max()) for k in want.q.mean)
 
 
-def _replays(fit: CapturedFit, device: torch.device) -> float:
-    result = fit.run()
+def _replays(fit: CapturedFit, device: torch.device, n_steps: int) -> float:
+    result = fit.run(n_steps)
     _sync(device)
     return float(result.history["elbo"][..., -1].mean())
 
@@ -97,7 +97,7 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
     record_s = time.perf_counter() - t0
     elbos: dict[str, float] = {}
     fns = {"eager": lambda: elbos.__setitem__("eager", _eager(profile, model, q0, x, y, n_steps, device)),
-           "graph": lambda: elbos.__setitem__("graph", _replays(graph, device))}
+           "graph": lambda: elbos.__setitem__("graph", _replays(graph, device, n_steps))}
     times = harness.alternate(fns, repeats)
     subject = "symlib VI step as one CUDA graph" if not cpu else "symlib VI step, eager replay (CPU)"
     widths = "-".join(map(str, (1, *profile.hidden_widths, 1)))

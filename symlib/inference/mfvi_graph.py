@@ -21,21 +21,32 @@ where the eager one does and takes the same steps. ``mode="replay"`` runs that s
 eagerly, step by step (the CPU's path, and the test of the step function against
 :func:`~symlib.inference.mfvi.fit`); ``mode="eager"`` is :func:`~symlib.inference.mfvi.fit` itself.
 
-Public: :func:`fit_captured`, :class:`CapturedFit`, :data:`MODES`.
+Checkpoints (:func:`fit_resumable`): the whole state is written at most every few minutes and a
+time budget stops a piece cleanly, so chapter 1's 200,000 steps go in pieces across short GPU
+allocations and resume to the numbers of an uninterrupted fit.
+
+Public: :func:`fit_captured`, :func:`fit_resumable`, :class:`ResumableFit`, :class:`CapturedFit`,
+:data:`MODES`.
 """
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from symlib.inference import mfvi
+from symlib.inference import hmc_resumable, mfvi
 
 MODES = ("auto", "graph", "replay", "eager")
 """``auto``: ``graph`` on CUDA, ``eager`` elsewhere; ``graph``: one CUDA graph per step;
 ``replay``: the graph's step function run eagerly; ``eager``: :func:`mfvi.fit`."""
+
+CHECKPOINT_FORMAT = 1
 
 WARMUP_STEPS = 3
 """Steps run (and undone) on a side stream before the graph is recorded."""
@@ -71,6 +82,71 @@ def fit_captured(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor, 
     return CapturedFit(model, q, x, y, graph=mode == "graph", **kwargs).run()
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _plain(value) -> float | list:
+    """A float or tensor setting as plain numbers (a checkpoint's settings are compared with ==)."""
+    return torch.as_tensor(value).detach().cpu().double().flatten().tolist() if isinstance(value, Tensor) else float(value)
+
+
+class ResumableFit(NamedTuple):
+    """What a piece of :func:`fit_resumable` returns."""
+
+    complete: bool
+    """Whether every step is done (False: stopped at the budget; call again to go on)."""
+    fit: mfvi.FitResult
+    """The fit so far (its history holds the records up to the steps done)."""
+    steps: int
+    """Steps done, over all pieces."""
+    wall_time_s: float
+    """Seconds of training over all pieces (checkpoint writes included)."""
+    pieces: int
+    """How many calls the fit took so far (1: never resumed)."""
+
+    def require_complete(self) -> ResumableFit:
+        """Itself if complete; else raise :class:`~symlib.inference.hmc_resumable.BudgetExhausted`
+        (a stage must cache no partial fit)."""
+        if not self.complete:
+            raise hmc_resumable.BudgetExhausted(f"VI fit stopped at its time budget after {self.steps} steps; "
+                                                "run again to continue from its checkpoint")
+        return self
+
+
+def fit_resumable(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor, *, checkpoint: str | Path,
+                  every_s: float = 120.0, budget_s: float | None = None, mode: str = "auto",
+                  **kwargs) -> ResumableFit:
+    """:func:`fit_captured` in resumable pieces, as :func:`symlib.inference.hmc_resumable.sample_resumable`
+    for HMC: the whole state (parameters, Adam's moments and counts, the generator, the records
+    and their running sums) is written to ``checkpoint`` atomically at most every ``every_s``
+    seconds; ``budget_s`` (default ``$SYMLIB_BUDGET_S``) stops the piece after that many seconds,
+    leaving its checkpoint; a later call with the same arguments continues from it and gives the
+    numbers of an uninterrupted fit. A checkpoint of other settings is refused by name.
+
+    Args:
+        checkpoint: the checkpoint file; if it exists the fit continues from it.
+        mode: ``"auto"``, ``"graph"`` or ``"replay"`` (:data:`MODES`; ``"eager"`` has no checkpoints
+            and is read as ``"replay"``, which takes the same steps).
+        kwargs: as for :func:`fit_captured` (``n_steps``, ``n_samples``, ``lr``, ``generator``, ...).
+    """
+    if mode not in MODES:
+        raise ValueError(f"fit_resumable: mode must be one of {', '.join(MODES)}; got {mode!r}")
+    device = q.mean["W1"].device
+    graph = mode == "graph" or (mode == "auto" and device.type == "cuda")
+    budget_s = hmc_resumable.budget_from_env() if budget_s is None else budget_s
+    fit = CapturedFit(model, q, x, y, graph=graph, **kwargs)
+    path = Path(checkpoint)
+    if path.is_file():
+        fit.load(path)
+    if fit.done < fit.n_steps:
+        fit.run(checkpoint=path, every_s=every_s, budget_s=budget_s)
+        if not fit.stopped:
+            fit.save(path, fit.wall_s)   # the finished fit: a later call returns it without training again
+    return ResumableFit(not fit.stopped, fit.result(), fit.done, fit.wall_s, fit.pieces)
+
+
 class CapturedFit:
     """One fit's state (leaves, Adam, the KL-weight schedule, record buffers) and, with ``graph``,
     its recorded step. :meth:`run` takes ``n_steps`` steps; a second call continues from there
@@ -100,6 +176,13 @@ class CapturedFit:
         self.sums = {k: torch.zeros(batch, dtype=ref.dtype, device=ref.device)
                      for k in ("elbo", "objective", "expected_log_likelihood", "kl")}
         self.now: dict[str, Tensor] = {}
+        self.done, self.n_summed, self.wall_s, self.pieces, self.stopped = 0, 0, 0.0, 1, False
+        self.records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
+                                                         "expected_log_likelihood", "kl", "noise_sd")}
+        self.settings = {"n_steps": n_steps, "n_samples": n_samples, "lr": lr, "noise_sd": _plain(noise_sd),
+                         "learn_noise": learn_noise, "anneal_fraction": anneal_fraction, "record_every": record_every,
+                         "average_records": average_records, "device": ref.device.type,
+                         "shapes": {k: list(v.shape) for k, v in q.mean.items()}}
         self.state = mfvi.MeanField(self.mean, self.log_sd)
         self.args = (model, x, y, n_samples)
         self.graph = self._record() if graph else None
@@ -157,34 +240,97 @@ class CapturedFit:
         self._restore(snap)          # recording ran nothing, but leave no doubt: start where the eager fit starts
         return graph
 
-    def run(self) -> mfvi.FitResult:
-        records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
-                                                    "expected_log_likelihood", "kl", "noise_sd")}
-        n_summed = 0
-        for step in tqdm(range(self.n_steps), desc=self.desc, disable=not self.progress, mininterval=1.0):
+    def run(self, n: int | None = None, *, checkpoint: Path | None = None, every_s: float = 120.0,
+            budget_s: float | None = None) -> mfvi.FitResult:
+        """Take ``n`` more steps (default: up to ``n_steps``); with ``checkpoint``, write the whole
+        state there at most every ``every_s`` seconds and stop after ``budget_s`` seconds
+        (:func:`fit_resumable`). Returns the fit so far."""
+        end = self.n_steps if n is None else self.done + n
+        start = last_save = time.perf_counter()
+        bar = tqdm(total=end - self.done, desc=self.desc, disable=not self.progress, mininterval=1.0)
+        self.stopped = False
+        while self.done < end:
             if self.graph is not None:
                 self.graph.replay()
             else:
                 self.optimiser.zero_grad(set_to_none=True)
                 self._step()
-            n_summed += 1
-            if not (step % self.record_every == 0 or step == self.n_steps - 1):
+            self._after_step()
+            bar.update()
+            if checkpoint is None or self.done >= end:
                 continue
-            with torch.no_grad():
-                if self.average:
-                    now = {k: s / n_summed for k, s in self.sums.items()}
-                else:
-                    now = {k: v.clone() for k, v in self.now.items()}
-                for s in self.sums.values():
-                    s.zero_()
-                n_summed = 0
-                records["step"].append(step)
-                records["kl_weight"].append(self.beta_list[step])
-                for k, v in now.items():
-                    records[k].append(v.cpu().numpy())
-                records["noise_sd"].append(self.log_noise.exp().detach().cpu().numpy())
+            now = time.perf_counter()
+            over = budget_s is not None and now - start >= budget_s
+            if over or now - last_save >= every_s:
+                self.save(checkpoint, self.wall_s + now - start)
+                last_save = time.perf_counter()
+                if over:
+                    self.stopped = True
+                    break
+        bar.close()
+        _sync(self.counter.device)
+        self.wall_s += time.perf_counter() - start
+        return self.result()
+
+    def _after_step(self) -> None:
+        step, self.done = self.done, self.done + 1
+        self.n_summed += 1
+        if not (step % self.record_every == 0 or step == self.n_steps - 1):
+            return
+        with torch.no_grad():
+            now = ({k: s / self.n_summed for k, s in self.sums.items()} if self.average
+                   else {k: v.clone() for k, v in self.now.items()})
+            for s in self.sums.values():
+                s.zero_()
+            self.n_summed = 0
+            self.records["step"].append(step)
+            self.records["kl_weight"].append(self.beta_list[min(step, self.n_steps - 1)])
+            for k, v in now.items():
+                self.records[k].append(v.cpu().numpy())
+            self.records["noise_sd"].append(self.log_noise.exp().detach().cpu().numpy())
+
+    def result(self) -> mfvi.FitResult:
         history = {k: (np.asarray(v) if k in ("step", "kl_weight") else np.moveaxis(np.asarray(v), 0, -1))
-                   for k, v in records.items()}
+                   for k, v in self.records.items()}
         final = mfvi.MeanField({k: v.detach().clone() for k, v in self.mean.items()},
                                {k: v.detach().clone() for k, v in self.log_sd.items()})
         return mfvi.FitResult(final, self.log_noise.detach().clone(), history)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, path: Path, wall_s: float) -> None:
+        """Write everything the rest of the run depends on (atomically)."""
+        opt = [{k: v.detach().cpu().clone() for k, v in self.optimiser.state[p].items()} if p in self.optimiser.state
+               else None for p in self.leaves]
+        payload = {"format": CHECKPOINT_FORMAT, "settings": self.settings, "done": self.done,
+                   "leaves": [p.detach().cpu().clone() for p in self.leaves], "adam": opt,
+                   "sums": {k: v.cpu().clone() for k, v in self.sums.items()}, "n_summed": self.n_summed,
+                   "counter": self.counter.cpu().clone(), "generator": self.generator.get_state(),
+                   "records": self.records, "wall_s": wall_s, "pieces": self.pieces}
+        hmc_resumable._write(Path(path), payload)
+
+    def load(self, path: Path) -> None:
+        """Continue from a checkpoint :meth:`save` wrote with the same settings (the tensors the
+        graph recorded are overwritten in place)."""
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("format") != CHECKPOINT_FORMAT or saved.get("settings") != self.settings:
+            diff = sorted(k for k in self.settings if (saved.get("settings") or {}).get(k) != self.settings[k])
+            raise ValueError(f"checkpoint {path} was written by a fit with other settings ({', '.join(diff) or 'format'});"
+                             " resume with the same arguments, or move the checkpoint away to start afresh")
+        with torch.no_grad():
+            for p, v in zip(self.leaves, saved["leaves"], strict=True):
+                p.copy_(v)
+            for p, st in zip(self.leaves, saved["adam"], strict=True):
+                if st is None:
+                    continue
+                if p in self.optimiser.state:
+                    for k, v in st.items():
+                        self.optimiser.state[p][k].copy_(v)
+                else:       # the eager replay creates Adam's state at its first step
+                    self.optimiser.state[p] = {k: v.clone().to(p.device) for k, v in st.items()}
+            for k, v in saved["sums"].items():
+                self.sums[k].copy_(v)
+            self.counter.copy_(saved["counter"])
+        self.generator.set_state(saved["generator"])
+        self.done, self.n_summed, self.records = saved["done"], saved["n_summed"], saved["records"]
+        self.wall_s, self.pieces = saved["wall_s"], saved["pieces"] + (1 if saved["done"] < self.n_steps else 0)

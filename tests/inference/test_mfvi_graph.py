@@ -5,12 +5,21 @@ On the CPU the graph's step function, run eagerly (``mode="replay"``), must take
 same parameters and history. On a GPU (skipped here) the replayed graph must do the same.
 """
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from symlib.inference import mfvi
-from symlib.inference.mfvi_graph import fit_captured
+from symlib.inference.hmc_resumable import BudgetExhausted
+from symlib.inference.mfvi_graph import fit_captured, fit_resumable
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices
 
@@ -75,3 +84,77 @@ def test_bad_modes_are_refused_with_a_message():
 @pytest.mark.parametrize("kw", [{}, {"average_records": True, "learn_noise": True}])
 def test_the_replayed_graph_takes_the_steps_of_mfvi_fit_on_the_gpu(kw):
     _assert_same(_fit("graph", "cuda", **kw), _fit("fit", "cuda", **kw), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- resumable fits (issue 30, item 3)
+
+def _resumable(path, device="cpu", **kw):
+    model, q0, x, y = _problem(device)
+    gen = torch.Generator(device).manual_seed(7)
+    args = {"n_steps": 25, "n_samples": 3, "lr": 1e-2, "generator": gen, "noise_sd": 0.2, "anneal_fraction": 0.5,
+            "record_every": 5, "average_records": True, "learn_noise": True, "progress": False} | kw
+    return fit_resumable(model, q0, x, y, checkpoint=path, mode="replay" if device == "cpu" else "graph", **args)
+
+
+def test_a_fit_stopped_at_its_budget_after_every_step_resumes_to_mfvi_fit(tmp_path):
+    path, pieces = tmp_path / "ck.pt", 0
+    while True:
+        res = _resumable(path, budget_s=0.0)          # each piece takes one step, then stops
+        pieces += 1
+        if res.complete:
+            break
+        with pytest.raises(BudgetExhausted, match="run again"):
+            res.require_complete()
+    assert pieces == 25 and res.pieces == 25 and res.steps == 25
+    _assert_same(res.fit, _fit("fit", average_records=True, learn_noise=True))
+    again = _resumable(path)                              # a finished fit is read, not trained again
+    assert again.complete and again.pieces == 25
+    _assert_same(again.fit, res.fit)
+
+
+def test_a_killed_fit_resumes_to_the_same_numbers(tmp_path):
+    path = tmp_path / "ck.pt"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_mfvi_graph as t
+        from symlib.inference import mfvi
+        slow = mfvi.elbo
+        def elbo(*a, **k):          # slow enough to be killed mid-fit
+            time.sleep(0.05)
+            return slow(*a, **k)
+        mfvi.elbo = elbo
+        t._resumable({str(path)!r}, n_steps=200, every_s=0)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        deadline = time.time() + 120
+        while not path.is_file() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL            # killed, not finished
+    partial = torch.load(path, weights_only=False)["done"]
+    assert 0 < partial < 200
+    res = _resumable(path, n_steps=200)
+    assert res.complete and res.pieces == 2
+    _assert_same(res.fit, _fit("fit", n_steps=200, average_records=True, learn_noise=True))
+
+
+def test_a_checkpoint_of_other_settings_is_refused_by_name(tmp_path):
+    _resumable(tmp_path / "ck.pt", n_steps=5)
+    with pytest.raises(ValueError, match=r"other settings \(lr\)"):
+        _resumable(tmp_path / "ck.pt", n_steps=5, lr=3e-2)
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
+def test_on_a_gpu_a_graph_fit_in_pieces_resumes_to_mfvi_fit(tmp_path):
+    path = tmp_path / "ck.pt"
+    while not (res := _resumable(path, "cuda", budget_s=0.0)).complete:
+        pass
+    assert res.pieces == 25
+    _assert_same(res.fit, _fit("fit", "cuda", average_records=True, learn_noise=True), rtol=1e-5, atol=1e-6)
