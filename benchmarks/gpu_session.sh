@@ -26,7 +26,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, or skip when th
   timeout "$limit" "$@" 2>&1 | tee -a "$OUT/session.log" | tail -"${TAIL:-15}"
   echo "$name rc=${PIPESTATUS[0]}"
 }
-TESTS=${TESTS:-tests/chapters/test_gpu_agreement.py tests/inference/test_hmc_precision.py tests/inference/test_hmc.py tests/inference/test_capture.py}
+TESTS=${TESTS:-tests/chapters/test_gpu_agreement.py tests/inference/test_hmc_precision.py tests/inference/test_hmc.py tests/inference/test_capture.py tests/inference/test_mfvi_graph.py}
 # shellcheck disable=SC2086
 step tests "${TESTS_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n 5 -rfEs $TESTS
 step vi_capture "${VI_S:-150}" "$PY" benchmarks/bench_vi_capture.py --device cuda --out "$OUT"
