@@ -3,17 +3,13 @@ exactly the numbers of an uninterrupted run, and those are ``hmc.sample``'s."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from killing import kill_after_checkpoint
 
 from symlib.inference import hmc
 from symlib.inference.hmc_resumable import BUDGET_ENV, budget_from_env, sample_resumable
@@ -92,7 +88,7 @@ def test_a_stage_refuses_a_partial_run_with_budget_exhausted(tmp_path):
 def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     ref = _run(tmp_path / "ref.pt", n_samples=40)
     path = tmp_path / "ck.pt"
-    script = textwrap.dedent(f"""
+    script = f"""
         import sys, time, torch
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import test_hmc_resumable as t
@@ -103,19 +99,9 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
             return slow(*a, **k)
         hmc.hmc_step = step
         t._run({str(path)!r}, n_samples=40, every_s=0)
-    """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
-    try:
-        deadline = time.time() + 120
-        while not path.is_file() and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.6)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        proc.kill()
-    assert proc.returncode == -signal.SIGKILL          # killed, not finished
+    """
+    returncode = kill_after_checkpoint(script, path, linger_s=0.6)
+    assert returncode == -signal.SIGKILL          # killed, not finished
     partial = torch.load(path, weights_only=False)["it"]
     assert 0 < partial < 6 + 40 * 2
     res = _run(path, n_samples=40)

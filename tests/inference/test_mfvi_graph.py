@@ -5,17 +5,13 @@ On the CPU the graph's step function, run eagerly (``mode="replay"``), must take
 same parameters and history. On a GPU (skipped here) the replayed graph must do the same.
 """
 
-import os
 import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from killing import kill_after_checkpoint
 
 from symlib.inference import mfvi
 from symlib.inference.hmc_resumable import BudgetExhausted
@@ -114,7 +110,7 @@ def test_a_fit_stopped_at_its_budget_after_every_step_resumes_to_mfvi_fit(tmp_pa
 
 def test_a_killed_fit_resumes_to_the_same_numbers(tmp_path):
     path = tmp_path / "ck.pt"
-    script = textwrap.dedent(f"""
+    script = f"""
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import test_mfvi_graph as t
@@ -125,19 +121,9 @@ def test_a_killed_fit_resumes_to_the_same_numbers(tmp_path):
             return slow(*a, **k)
         mfvi.elbo = elbo
         t._resumable({str(path)!r}, n_steps=200, every_s=0)
-    """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
-    try:
-        deadline = time.time() + 120
-        while not path.is_file() and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        proc.kill()
-    assert proc.returncode == -signal.SIGKILL            # killed, not finished
+    """
+    returncode = kill_after_checkpoint(script, path, linger_s=0.5)
+    assert returncode == -signal.SIGKILL            # killed, not finished
     partial = torch.load(path, weights_only=False)["done"]
     assert 0 < partial < 200
     res = _resumable(path, n_steps=200)
