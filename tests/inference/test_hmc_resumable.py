@@ -4,7 +4,6 @@ exactly the numbers of an uninterrupted run, and those are ``hmc.sample``'s."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,19 +87,9 @@ def test_a_stage_refuses_a_partial_run_with_budget_exhausted(tmp_path):
 def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     ref = _run(tmp_path / "ref.pt", n_samples=40)
     path = tmp_path / "ck.pt"
-    script = f"""
-        import sys, time, torch
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import test_hmc_resumable as t
-        from symlib.inference import hmc
-        slow = hmc.hmc_step
-        def step(*a, **k):          # slow enough to be killed mid-run
-            time.sleep(0.05)
-            return slow(*a, **k)
-        hmc.hmc_step = step
-        t._run({str(path)!r}, n_samples=40, every_s=0)
-    """
-    returncode = kill_after_checkpoint(script, path, linger_s=0.6)
+    returncode = kill_after_checkpoint(
+        __file__, f"t._run({str(path)!r}, n_samples=40, every_s=0)",
+        "symlib.inference.hmc:hmc_step", path, linger_s=0.6)
     assert returncode == -signal.SIGKILL          # killed, not finished
     partial = torch.load(path, weights_only=False)["it"]
     assert 0 < partial < 6 + 40 * 2

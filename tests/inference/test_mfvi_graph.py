@@ -6,7 +6,6 @@ same parameters and history. On a GPU (skipped here) the replayed graph must do 
 """
 
 import signal
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,19 +109,9 @@ def test_a_fit_stopped_at_its_budget_after_every_step_resumes_to_mfvi_fit(tmp_pa
 
 def test_a_killed_fit_resumes_to_the_same_numbers(tmp_path):
     path = tmp_path / "ck.pt"
-    script = f"""
-        import sys, time
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import test_mfvi_graph as t
-        from symlib.inference import mfvi
-        slow = mfvi.elbo
-        def elbo(*a, **k):          # slow enough to be killed mid-fit
-            time.sleep(0.05)
-            return slow(*a, **k)
-        mfvi.elbo = elbo
-        t._resumable({str(path)!r}, n_steps=200, every_s=0)
-    """
-    returncode = kill_after_checkpoint(script, path, linger_s=0.5)
+    returncode = kill_after_checkpoint(
+        __file__, f"t._resumable({str(path)!r}, n_steps=200, every_s=0)",
+        "symlib.inference.mfvi:elbo", path, linger_s=0.5)
     assert returncode == -signal.SIGKILL            # killed, not finished
     partial = torch.load(path, weights_only=False)["done"]
     assert 0 < partial < 200
