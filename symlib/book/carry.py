@@ -6,7 +6,9 @@ keeps every entry it finished, but only in this machine's cache. ``save`` copies
 entries that this checkout would serve -- whole (checksum), and computed with this checkout's
 code and data hashes -- into a folder (by default ``carry/`` in the checkout, which git tracks);
 ``load`` copies them into another machine's cache, where the same ``pipeline execute`` command
-then continues with what is missing. Nothing is trusted blindly on arrival: the cache checks
+then continues with what is missing. The chapter's pieces file (``<results>/pieces/<chapter>.json``,
+:mod:`symlib.book.pieces`: one line per execution) travels with the entries, merged, so that a
+run finished on the next machine accounts for every piece it took. Nothing is trusted blindly on arrival: the cache checks
 every entry's checksum and hashes again when it serves it, so an entry carried from other code is
 recomputed, never served as current.
 
@@ -32,7 +34,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from symlib.book import cache
+from symlib.book import cache, pieces
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 
@@ -94,6 +96,32 @@ def _copy(src: pathlib.Path, dst: pathlib.Path) -> None:
     os.replace(tmp, dst)
 
 
+def _merged(*lists: list[dict]) -> list[dict]:
+    """The union of pieces entries (an entry is its JSON), oldest first."""
+    seen: dict[str, dict] = {}
+    for entries_ in lists:
+        for e in entries_:
+            seen.setdefault(json.dumps(e, sort_keys=True), e)
+    return sorted(seen.values(), key=lambda e: str(e.get("started", "")))
+
+
+def _write_json(path: pathlib.Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
+    """Merge the pieces entries of ``src`` (a pieces file) into ``dst``; returns how many ``dst`` holds."""
+    have = json.loads(dst.read_text()) if dst.is_file() else []
+    new = json.loads(src.read_text()) if src.is_file() else []
+    merged = _merged(have, new)
+    if merged != have:
+        _write_json(dst, merged)
+    return len(merged)
+
+
 def save(chapter: str, directory: pathlib.Path | None = None) -> dict:
     """Copy ``chapter``'s current cache entries into ``directory``; drop its carried ones that are
     no longer current. Returns counts and bytes."""
@@ -110,8 +138,9 @@ def save(chapter: str, directory: pathlib.Path | None = None) -> dict:
         if not e.current:
             e.path.unlink()
             removed += 1
+    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
     return {"chapter": chapter, "saved": saved, "bytes": size, "not current, left": skipped,
-            "removed from the carry folder": removed, "folder": str(directory)}
+            "removed from the carry folder": removed, "pieces": n_pieces, "folder": str(directory)}
 
 
 def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
@@ -131,8 +160,9 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             continue
         _copy(e.path, target)
         loaded += 1
+    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter, directory), pieces.pieces_path(chapter))
     return {"chapter": chapter, "loaded": loaded, "already in the cache": kept, "not current, left": skipped,
-            "cache": str(root)}
+            "pieces": n_pieces, "cache": str(root)}
 
 
 def main(argv: list[str] | None = None) -> int:

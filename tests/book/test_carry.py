@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from symlib.book import cache, carry
+from symlib.book import cache, carry, pieces
 from symlib.book.cache import cached
 
 CHAPTER = "04_constrained_models"
@@ -20,6 +20,7 @@ def _never():
 def two_caches(tmp_path, monkeypatch):
     here, there, folder = tmp_path / "here", tmp_path / "there", tmp_path / "carry"
     monkeypatch.setenv("SYMLIB_CACHE", str(here))
+    monkeypatch.setenv("SYMLIB_RESULTS", str(here / "results"))
     for i in range(3):
         cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, lambda i=i: {"mse": 0.1 * i})
     cached("00_symmetries", "1", {"other": 1}, lambda: 1.0)          # another chapter's entry
@@ -37,6 +38,21 @@ def test_saved_entries_load_into_another_cache_and_are_served_there(two_caches, 
         assert cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, _never) == {"mse": 0.1 * i}
     again = carry.load(CHAPTER, folder)
     assert again["loaded"] == 0 and again["already in the cache"] == 3
+
+
+def test_the_pieces_of_the_run_travel_with_it_merged(two_caches, monkeypatch):
+    there, folder = two_caches
+    pieces.log_piece(CHAPTER, profile="full", device="cpu", seconds=3600, outcome="budget", code_hash="a")
+    assert carry.save(CHAPTER, folder)["pieces"] == 1
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    monkeypatch.setenv("SYMLIB_RESULTS", str(there / "results"))
+    pieces.log_piece(CHAPTER, profile="quick", device="cpu", seconds=60, outcome="complete", code_hash="a")
+    assert carry.load(CHAPTER, folder)["pieces"] == 2
+    assert carry.load(CHAPTER, folder)["pieces"] == 2                   # loading twice adds nothing
+    pieces.log_piece(CHAPTER, profile="full", device="cpu", seconds=1800, outcome="complete", code_hash="a")
+    got = pieces.account(pieces.read(CHAPTER), "full")
+    assert got["pieces"] == 2 and got["seconds"] == 5400 and got["stopped_at_budget"] == 1
+    assert carry.save(CHAPTER, folder)["pieces"] == 3
 
 
 def test_entries_of_other_code_are_not_carried_and_carried_ones_are_dropped(two_caches, monkeypatch):
