@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import shutil
 import sys
 from dataclasses import dataclass
 
@@ -91,9 +89,7 @@ def entries(root: pathlib.Path, chapter: str, prints: dict | None = None) -> lis
 
 def _copy(src: pathlib.Path, dst: pathlib.Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    cache._atomic_write(dst, src.read_bytes())   # the cache's own writer: fsync, a temporary name it can clean up
 
 
 def _merged(*lists: list[dict]) -> list[dict]:
@@ -107,9 +103,7 @@ def _merged(*lists: list[dict]) -> list[dict]:
 
 def _write_json(path: pathlib.Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    cache._atomic_write(path, json.dumps(data, indent=1).encode())
 
 
 def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
