@@ -72,8 +72,8 @@ def fit_captured(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor, 
     if mode == "auto":
         mode = "graph" if device.type == "cuda" else "eager"
     kwargs = {"n_steps": n_steps, "n_samples": n_samples, "lr": lr, "generator": generator, "noise_sd": noise_sd,
-                  "learn_noise": learn_noise, "anneal_fraction": anneal_fraction, "record_every": record_every,
-                  "average_records": average_records, "progress": progress, "desc": desc}
+              "learn_noise": learn_noise, "anneal_fraction": anneal_fraction, "record_every": record_every,
+              "average_records": average_records, "progress": progress, "desc": desc}
     if mode == "eager":
         return mfvi.fit(model, q, x, y, **kwargs)
     if mode == "graph" and (device.type != "cuda" or generator.device.type != "cuda"):
@@ -198,7 +198,8 @@ class CapturedFit:
             now = {"elbo": parts.expected_log_likelihood - parts.kl, "objective": parts.elbo,
                    "expected_log_likelihood": parts.expected_log_likelihood, "kl": parts.kl}
             for k, v in now.items():
-                self.sums[k].add_(v)
+                if self.average:         # the running sums serve average_records alone
+                    self.sums[k].add_(v)
                 self.now[k] = v
             self.counter.add_(1)
 
