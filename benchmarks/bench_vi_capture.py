@@ -57,9 +57,9 @@ def _problem(profile, device: torch.device, seed: int = 0):
 def _kwargs(profile, n_steps: int, device: torch.device) -> dict:
     """``mfvi.fit``'s arguments as chapter 1 passes them."""
     return {"n_steps": n_steps, "n_samples": profile.n_train_samples, "lr": profile.learning_rate,
-                "generator": legacy_generator(0, "fit", device), "noise_sd": profile.noise_sd,
-                "anneal_fraction": profile.anneal_fraction, "record_every": profile.record_every, "progress": False,
-                "average_records": True}
+            "generator": legacy_generator(0, "fit", device), "noise_sd": profile.noise_sd,
+            "anneal_fraction": profile.anneal_fraction, "record_every": profile.record_every, "progress": False,
+            "average_records": True}
 
 
 def _eager(profile, model, q0, x, y, n_steps: int, device: torch.device) -> float:

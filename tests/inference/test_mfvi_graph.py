@@ -36,14 +36,18 @@ def _problem(device="cpu"):
     return model, q0, x.to(device), y.to(device)
 
 
-def _fit(mode, device="cpu", **kw):
-    model, q0, x, y = _problem(device)
+def _args(device="cpu", **kw):
+    """The problem and the fit's arguments (a fresh generator each time), ``kw`` overriding them."""
     gen = torch.Generator(device).manual_seed(7)
-    args = {"n_steps": 25, "n_samples": 3, "lr": 1e-2, "generator": gen, "noise_sd": 0.2, "anneal_fraction": 0.5,
-                "record_every": 5, "progress": False} | kw
+    return _problem(device), {"n_steps": 25, "n_samples": 3, "lr": 1e-2, "generator": gen, "noise_sd": 0.2,
+                              "anneal_fraction": 0.5, "record_every": 5, "progress": False} | kw
+
+
+def _fit(mode, device="cpu", **kw):
+    problem, args = _args(device, **kw)
     if mode == "fit":
-        return mfvi.fit(model, q0, x, y, **args)
-    return fit_captured(model, q0, x, y, mode=mode, **args)
+        return mfvi.fit(*problem, **args)
+    return fit_captured(*problem, mode=mode, **args)
 
 
 def _assert_same(got, want, rtol=0.0, atol=0.0):
@@ -84,11 +88,8 @@ def test_the_replayed_graph_takes_the_steps_of_mfvi_fit_on_the_gpu(kw):
 # ---------------------------------------------------------------- resumable fits (issue 30, item 3)
 
 def _resumable(path, device="cpu", **kw):
-    model, q0, x, y = _problem(device)
-    gen = torch.Generator(device).manual_seed(7)
-    args = {"n_steps": 25, "n_samples": 3, "lr": 1e-2, "generator": gen, "noise_sd": 0.2, "anneal_fraction": 0.5,
-            "record_every": 5, "average_records": True, "learn_noise": True, "progress": False} | kw
-    return fit_resumable(model, q0, x, y, checkpoint=path, mode="replay" if device == "cpu" else "graph", **args)
+    problem, args = _args(device, **{"average_records": True, "learn_noise": True} | kw)
+    return fit_resumable(*problem, checkpoint=path, mode="replay" if device == "cpu" else "graph", **args)
 
 
 def test_a_fit_stopped_at_its_budget_after_every_step_resumes_to_mfvi_fit(tmp_path):
