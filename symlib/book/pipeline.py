@@ -1,6 +1,7 @@
 """Execute the book's notebooks with papermill and build the book with Jupyter Book.
 
     python -m symlib.book.pipeline execute [--profile quick] [--seed 0] [--device auto] [CHAPTER ...]
+    python -m symlib.book.pipeline compute [--profile paper] [--seed 0] [--device auto] CHAPTER ...
     python -m symlib.book.pipeline build
     python -m symlib.book.pipeline chapters
     python -m symlib.book.pipeline clean
@@ -26,6 +27,11 @@ nothing of it is put in place, and ``execute`` exits with status 75 once the oth
 run: run the same command again to continue. Every execution of a chapter appends a line to its pieces file
 (:mod:`symlib.book.pieces`), from which a published run states how many pieces and device
 minutes it took.
+
+``compute`` runs a chapter's stages into the cache without executing its notebook, for a GPU
+machine without Jupyter: the same stages, keys and pieces file as ``execute`` (a stage stopped at
+``$SYMLIB_BUDGET_S`` exits 75 the same way); ``execute --cached-only`` with the same profile, seed
+and device then renders the pages from that cache on any machine.
 
 ``build`` copies MathJax from its registry package into ``book/_static`` (the book renders
 math offline), writes a placeholder for any chapter not executed, and runs
@@ -607,8 +613,17 @@ def _announce(name: str, profile: str, seed: int, device: str) -> None:
     print(f"[symlib] executing {name} (profile={profile}, seed={seed}, device={device}) ...", flush=True)
 
 
+def _piece_starts() -> None:
+    """Mark the start of a chapter's piece for its stages (``$SYMLIB_PIECE_START``, inherited by
+    its kernel): a stage that starts late gets only what is left of ``$SYMLIB_BUDGET_S``."""
+    import importlib  # by name, as _budget does: the book's machinery imports no library module statically
+
+    os.environ[importlib.import_module("symlib.inference.hmc_resumable").PIECE_START_ENV] = repr(time.time())
+
+
 def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> float:
     _announce(name, profile, seed, device)
+    _piece_starts()
     return execute(name, profile=profile, seed=seed, device=device)
 
 
@@ -656,6 +671,47 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     return times
 
 
+def compute(names: list[str], *, profile: str, seed: int, device: str) -> list[str]:
+    """Run each chapter's stages into the cache (``compute``, module docstring), as its notebook
+    would (:meth:`~symlib.book.chapter.Chapter.start`, :meth:`~symlib.book.chapter.Chapter.compute`),
+    logging every execution as a piece. Returns the chapters stopped at their time budget.
+
+    Raises:
+        ValueError: a name that is no chapter with a package.
+    """
+    import importlib
+
+    from symlib.book.provenance import declared
+
+    # by name, as _budget does: a static import would put the sampler into every chapter's code hash
+    budget_exhausted = importlib.import_module("symlib.inference.hmc_resumable").BudgetExhausted
+
+    chapters_ = {name: declared(name) for name in names}
+    missing = [name for name, ch in chapters_.items() if ch is None]
+    if missing:
+        raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
+    stopped = []
+    for name, chapter in chapters_.items():
+        started, start = datetime.now(UTC), time.perf_counter()
+        _piece_starts()
+        run = chapter.start(profile=profile, seed=seed, device=device)
+        print(f"[symlib] computing {name} (profile={profile}, seed={seed}, device={run.device}) ...", flush=True)
+        try:
+            chapter.compute(run)
+        except budget_exhausted as err:
+            _log_piece(name, profile, device, start, started, "budget")
+            print(f"[symlib] {name}: {PIECE_STOPPED} ({err}); run the same command again to continue", flush=True)
+            stopped.append(name)
+            continue
+        except BaseException:
+            _log_piece(name, profile, device, start, started, "failed")
+            raise
+        _log_piece(name, profile, device, start, started, "complete")
+        print(f"[symlib] {name}: every stage computed in {time.perf_counter() - start:.0f} s; render it with "
+              f"`execute --cached-only --profile {profile} --seed {seed} --device {device} {name}`", flush=True)
+    return stopped
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.pipeline", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -667,6 +723,12 @@ def main(argv=None) -> None:
     ex.add_argument("--cached-only", action="store_true",
                     help="re-render from the cache: every stage must be cached (a GPU run's pages "
                          "on a machine without one); a miss fails the chapter")
+    co = sub.add_parser("compute", help="run chapters' stages into the cache, no notebook (a GPU machine "
+                                        "without Jupyter); render them later with execute --cached-only")
+    co.add_argument("chapters", nargs="+")
+    co.add_argument("--profile", default="paper", choices=PROFILES)
+    co.add_argument("--seed", type=int, default=0)
+    co.add_argument("--device", default="auto")
     sub.add_parser("build", help="build the book into _build/html")
     sub.add_parser("chapters", help="list chapter names")
     sub.add_parser("clean", help="remove the build, executed notebooks, results and cache "
@@ -687,6 +749,10 @@ def main(argv=None) -> None:
             _source(name)  # fail on a typo before running anything
         _default_jobs(args.profile, args.device)
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
+    elif args.command == "compute":
+        _default_jobs(args.profile, args.device)
+        if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device):
+            sys.exit(BUDGET_EXIT)
     elif args.command == "build":
         build()
 

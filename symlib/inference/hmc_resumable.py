@@ -12,7 +12,10 @@ holding everything the rest of the run depends on:
 - the generator's state (``torch.Generator.get_state``; CPU or CUDA);
 - the history so far and the draws kept so far: whole positions, or, with ``summarize``, what
   the claims need of each (e.g. the predictive logits at fixed test points: function space), so
-  that a checkpoint of a width-512 run stays small enough to carry between machines.
+  that a checkpoint of a width-512 run stays small enough to carry between machines;
+- with ``accumulate``, the state of a streaming reduction of the kept draws (an
+  :class:`Accumulator`: running moments, a predictive mean), fed each kept draw as it is made, so
+  that a run whose evaluation needs every draw's weights keeps none of them.
 
 A run killed at any moment (between two checkpoints it loses only the transitions since the
 last) and started again with the same arguments continues from the checkpoint and gives exactly
@@ -22,8 +25,8 @@ says ``complete=False`` and the next call continues. A checkpoint records the ru
 is refused, naming the difference, by a call with other settings. Checkpoints are written
 atomically (temporary file, fsync, rename): a kill during a write leaves the previous one.
 
-Public: :class:`ResumableResult`, :class:`BudgetExhausted`, :func:`sample_resumable`,
-:func:`budget_from_env`.
+Public: :class:`ResumableResult`, :class:`BudgetExhausted`, :class:`Accumulator`,
+:func:`sample_resumable`, :func:`budget_from_env`.
 """
 
 from __future__ import annotations
@@ -34,17 +37,22 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from symlib.inference import hmc
 
-__all__ = ["BUDGET_ENV", "BudgetExhausted", "ResumableResult", "budget_from_env", "sample_resumable"]
+__all__ = ["BUDGET_ENV", "PIECE_START_ENV", "Accumulator", "BudgetExhausted", "ResumableResult", "budget_from_env",
+           "remaining_budget", "sample_resumable"]
 
 BUDGET_ENV = "SYMLIB_BUDGET_S"
+PIECE_START_ENV = "SYMLIB_PIECE_START"
+"""When the piece began (seconds since the epoch): set by ``pipeline execute`` / ``compute`` for
+each chapter, so that a stage starting late in a piece gets only what is left of its budget."""
 FORMAT = 1
 HISTORY_KEYS = ("accept_prob", "energy_error", "potential", "step_size")
 
@@ -56,6 +64,19 @@ class BudgetExhausted(RuntimeError):
     chapter as a piece to continue (exit status 75), not as a failure."""
 
 
+class Accumulator(Protocol):
+    """A streaming reduction of the kept draws that :func:`sample_resumable` checkpoints."""
+
+    def update(self, position: dict[str, Tensor]) -> None:
+        """Take in one kept transition: every chain's position, leading axis ``C``."""
+
+    def state_dict(self) -> dict:
+        """Everything the reduction depends on, as CPU tensors / numbers (it is saved as is)."""
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a :meth:`state_dict` (onto this accumulator's own device)."""
+
+
 class ResumableResult(NamedTuple):
     """What a piece of :func:`sample_resumable` returns."""
 
@@ -63,7 +84,7 @@ class ResumableResult(NamedTuple):
     """Whether every transition is done (False: stopped at the budget; call again to go on)."""
     kept: Tensor
     """Draws kept so far, ``(kept, C, ...)``: positions flattened to ``(kept, C, D)``, or
-    ``summarize``'s output per kept transition."""
+    ``summarize``'s output per kept transition; empty with ``accumulate`` and no ``summarize``."""
     history: dict[str, np.ndarray]
     """As :attr:`symlib.inference.hmc.HMCResult.history`, for the transitions done so far."""
     step_size: Tensor
@@ -106,14 +127,29 @@ def budget_from_env() -> float | None:
     return value
 
 
+def remaining_budget() -> float | None:
+    """What is left of :func:`budget_from_env` in this piece: the budget less the seconds since
+    ``$SYMLIB_PIECE_START`` (when set; at least a tiny positive number, so a stage that starts
+    after the budget stops at once with its checkpoint written), or the whole budget."""
+    budget = budget_from_env()
+    raw = os.environ.get(PIECE_START_ENV, "").strip()
+    if budget is None or not raw:
+        return budget
+    try:
+        started = float(raw)
+    except ValueError:
+        raise ValueError(f"{PIECE_START_ENV}={raw!r}: the piece's start in seconds since the epoch") from None
+    return max(budget - (time.time() - started), 1e-9)
+
+
 def _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
-              precision, step_size, summarized) -> dict:
+              precision, step_size, kept) -> dict:
     first = next(iter(init_position.values()))
     return {"n_chains": int(first.shape[0]), "shapes": {k: list(v.shape[1:]) for k, v in init_position.items()},
             "n_burnin": n_burnin, "n_samples": n_samples, "n_leapfrog": n_leapfrog, "thin": thin,
             "target_accept": target_accept, "adapt": adapt, "jitter": jitter, "force_precision": precision,
             "step_size": [float(v) for v in torch.as_tensor(step_size, dtype=torch.float64).flatten()],
-            "kept": "summary" if summarized else "positions"}
+            "kept": kept}
 
 
 def _write(path: Path, payload: dict) -> None:
@@ -128,6 +164,19 @@ def _write(path: Path, payload: dict) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _nbytes(obj) -> int:
+    """Bytes of the tensors and arrays in a nest of dicts, lists and tuples."""
+    if isinstance(obj, Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_nbytes(v) for v in obj)
+    return 0
 
 
 def _cpu(position: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -150,9 +199,12 @@ def sample_resumable(
     jitter: float = 0.2,
     force_precision: hmc.ForcePrecision | str = hmc.ForcePrecision.FP32,
     summarize: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    accumulate: Accumulator | None = None,
     every_s: float = 120.0,
     budget_s: float | None = None,
     max_checkpoint_bytes: int = 16 << 20,
+    progress: bool = False,
+    desc: str = "HMC",
 ) -> ResumableResult:
     """:func:`symlib.inference.hmc.sample` in resumable pieces (module docstring).
 
@@ -164,13 +216,18 @@ def sample_resumable(
             checkpoint's (so pass a generator of the same device, seeded as the first time).
         checkpoint: the checkpoint file; if it exists the run continues from it.
         summarize: maps the chains' position (leading axis ``C``) to what is kept of each kept
-            transition, ``(C, ...)``; default: the flattened positions.
+            transition, ``(C, ...)``; default: the flattened positions (none with ``accumulate``).
+        accumulate: fed every kept transition's positions (:class:`Accumulator`); its state is
+            part of the checkpoint and, on resumption, replaced by the checkpoint's, so that it
+            has seen exactly the kept draws of the uninterrupted run.
         every_s: write a checkpoint when this many seconds passed since the last (0: after
             every transition).
         budget_s: stop once this piece has run this many seconds, after writing a checkpoint
-            (default ``$SYMLIB_BUDGET_S``; None: run to the end).
+            (default: :func:`remaining_budget`, what is left of ``$SYMLIB_BUDGET_S``; None: run
+            to the end).
         max_checkpoint_bytes: refuse to write a larger checkpoint (keep function-space
             summaries instead of positions); 16 MiB, the most a file may weigh between machines.
+        progress: show a progress bar over this piece's transitions (``desc`` its label).
 
     Returns:
         :class:`ResumableResult`; ``complete`` says whether the run reached its end.
@@ -183,11 +240,14 @@ def sample_resumable(
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
     if thin < 1:
         raise ValueError(f"thin must be >= 1, got {thin}")
-    budget_s = budget_from_env() if budget_s is None else budget_s
+    budget_s = remaining_budget() if budget_s is None else budget_s
     precision = hmc.ForcePrecision(force_precision)
     path = Path(checkpoint)
+    kept_what = "summary" if summarize is not None else "none" if accumulate is not None else "positions"
+    if accumulate is not None:
+        kept_what += "+" + type(accumulate).__name__
     settings = _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
-                         precision.value, step_size, summarize is not None)
+                         precision.value, step_size, kept_what)
     first = next(iter(init_position.values()))
     n_chains, device, dtype = first.shape[0], first.device, first.dtype
     total = n_burnin + n_samples * thin
@@ -207,6 +267,8 @@ def sample_resumable(
         hist = {k: np.array(v) for k, v in saved["history"].items()}
         phase, kept = saved["phase"], list(saved["kept"])
         generator.set_state(saved["generator"])
+        if accumulate is not None:
+            accumulate.load_state_dict(saved["accumulated"])
         # a finished run's checkpoint is read, not resumed: no new piece, nothing written again
         wall_before, pieces = saved["wall_s"], saved["pieces"] + (1 if it < total else 0)
     else:
@@ -218,8 +280,10 @@ def sample_resumable(
         phase = np.zeros(total, dtype=np.int8)
 
     def save(wall_s: float | None = None) -> None:
+        accumulated = accumulate.state_dict() if accumulate is not None else None
         size = sum(t.numel() * t.element_size() for t in kept) + sum(a.nbytes for a in hist.values())
         size += sum(v.numel() * v.element_size() for v in state.position.values()) * 2
+        size += _nbytes(accumulated)
         if size > max_checkpoint_bytes:  # checked before copying the state off the device
             raise ValueError(f"the checkpoint would weigh about {size / 2**20:.1f} MiB, over "
                              f"{max_checkpoint_bytes / 2**20:.0f} MiB: keep summaries (summarize=...) or thin more")
@@ -227,12 +291,13 @@ def sample_resumable(
                    "state": {"position": _cpu(state.position), "potential": state.potential.cpu(),
                              "grad": _cpu(state.grad)},
                    "da": da._asdict(), "generator": generator.get_state(), "history": hist, "phase": phase,
-                   "kept": kept, "wall_s": wall_before + time.perf_counter() - start if wall_s is None else wall_s,
+                   "kept": kept, "accumulated": accumulated, "wall_s": wall_before + time.perf_counter() - start if wall_s is None else wall_s,
                    "pieces": pieces}
         _write(path, payload)
 
     last_save = time.perf_counter()
     stopped, it_start = False, it
+    bar = tqdm(total=total, initial=it, desc=desc, disable=not progress, mininterval=2.0)
     while it < total:
         burning = it < n_burnin
         step = eps
@@ -250,10 +315,14 @@ def sample_resumable(
             da = hmc.dual_averaging_update(da, info.accept_prob, target_accept)
             eps = torch.exp(da.log_step if it < n_burnin - 1 else da.log_step_avg)
         if not burning and (it - n_burnin) % thin == thin - 1:
-            draw = summarize(state.position) if summarize is not None else \
-                torch.cat([v.reshape(n_chains, -1) for v in state.position.values()], 1)
-            kept.append(draw.detach().cpu().clone())
+            if accumulate is not None:
+                accumulate.update(state.position)
+            if summarize is not None or accumulate is None:
+                draw = summarize(state.position) if summarize is not None else \
+                    torch.cat([v.reshape(n_chains, -1) for v in state.position.values()], 1)
+                kept.append(draw.detach().cpu().clone())
         it += 1
+        bar.update(1)
         now = time.perf_counter()
         over = budget_s is not None and now - start >= budget_s
         if it < total and (over or now - last_save >= every_s):
@@ -262,6 +331,7 @@ def sample_resumable(
             if over:
                 stopped = True
                 break
+    bar.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     wall = wall_before + (time.perf_counter() - start if it > it_start else 0.0)

@@ -135,7 +135,7 @@ def fit_resumable(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor,
         raise ValueError(f"fit_resumable: mode must be one of {', '.join(MODES)}; got {mode!r}")
     device = q.mean["W1"].device
     graph = mode == "graph" or (mode == "auto" and device.type == "cuda")
-    budget_s = hmc_resumable.budget_from_env() if budget_s is None else budget_s
+    budget_s = hmc_resumable.remaining_budget() if budget_s is None else budget_s
     fit = CapturedFit(model, q, x, y, graph=graph, **kwargs)
     path = Path(checkpoint)
     if path.is_file():

