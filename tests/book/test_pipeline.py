@@ -24,7 +24,7 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "EXECUTED", tmp_path / "executed")
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
-    for var in ("SYMLIB_EXECUTED", "SYMLIB_RESULTS_STAGING", "SYMLIB_CACHED_ONLY"):
+    for var in ("SYMLIB_EXECUTED", "SYMLIB_RESULTS_STAGING", "SYMLIB_CACHED_ONLY", "SYMLIB_PIECE_START"):
         monkeypatch.setenv(var, "")  # recorded, so what a test's pipeline run sets is undone
         monkeypatch.delenv(var)
     (tmp_path / "tmp").mkdir()
@@ -670,3 +670,39 @@ def test_a_key_glued_again_replaces_the_earlier_value_on_the_page():
     pipeline._postprocess(nb)
     assert [o.get("data", {}).get("text/plain") or o.get("text") for o in nb.cells[0].outputs] == ["kept", "shown"]
     assert [o["data"]["text/plain"] for o in nb.cells[1].outputs] == ["published"]
+
+
+def test_compute_runs_the_stages_without_a_notebook_and_logs_each_piece(sandbox, monkeypatch, capsys):
+    """``pipeline compute``: a chapter's stages into the cache (what its notebook's
+    ``CHAPTER.compute`` would compute, same keys), one pieces entry per execution, exit 75 for a
+    chapter stopped at its budget; ``$SYMLIB_PIECE_START`` marks each piece's start."""
+    from symlib.book import cache, pieces
+    from symlib.chapters.ortho_skip import CHAPTER
+    from symlib.inference.hmc_resumable import PIECE_START_ENV, BudgetExhausted
+
+    before = time.time()
+    pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "01_ortho_skip"])
+    assert before <= float(os.environ[PIECE_START_ENV]) <= time.time()
+    assert [e["outcome"] for e in pieces.read("01_ortho_skip")] == ["complete"]
+    assert "execute --cached-only --profile smoke --seed 0 --device cpu 01_ortho_skip" in capsys.readouterr().out
+    # what it cached is what the notebook's run finds: nothing is computed a second time
+    monkeypatch.setenv(cache.CACHED_ONLY_VARIABLE, "1")
+    CHAPTER.compute(CHAPTER.start(profile="smoke", seed=0, device="cpu"))
+    monkeypatch.delenv(cache.CACHED_ONLY_VARIABLE)
+    cache.clear()
+    monkeypatch.setenv(cache.CACHED_ONLY_VARIABLE, "1")
+    with pytest.raises(cache.CacheMiss):            # the check above can fail: a miss is refused
+        CHAPTER.compute(CHAPTER.start(profile="smoke", seed=0, device="cpu"))
+    monkeypatch.delenv(cache.CACHED_ONLY_VARIABLE)
+
+    def stopped(run):
+        raise BudgetExhausted("HMC: stopped after piece 1")
+
+    monkeypatch.setattr(type(CHAPTER), "compute", lambda self, run: stopped(run))
+    with pytest.raises(SystemExit) as err:
+        pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "01_ortho_skip"])
+    assert err.value.code == pipeline.BUDGET_EXIT
+    assert "01_ortho_skip: stopped at its time budget (HMC: stopped after piece 1)" in capsys.readouterr().out
+    assert [e["outcome"] for e in pieces.read("01_ortho_skip")] == ["complete", "budget"]
+    with pytest.raises(ValueError, match="no chapter package for 07_nothing"):
+        pipeline.main(["compute", "07_nothing"])
