@@ -343,7 +343,9 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
         nbformat.write(nb, inp)
         staging.mkdir()
         try:
-            with _environ(STAGING_VAR, str(staging)):
+            # the inline backend whatever the caller's MPLBACKEND says: with Agg (usual on a headless
+            # machine) a kernel renders no figure and the page and published run would have none
+            with _environ(STAGING_VAR, str(staging)), _environ("MPLBACKEND", INLINE_BACKEND):
                 papermill.execute_notebook(
                     str(inp),
                     str(out),
@@ -443,6 +445,8 @@ BUDGET_ERROR = "BudgetExhausted"
 stops at its time budget, its checkpoint written."""
 
 PIECE_STOPPED = "stopped at its time budget"
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+"""The kernels' matplotlib backend (``$MPLBACKEND``), whatever the caller's environment says."""
 """How a chapter that stopped at its budget is reported (not a failure: run again to go on)."""
 
 BUDGET_EXIT = 75

@@ -576,6 +576,32 @@ def test_real_run_commits_results_and_prints_no_kernel_warning(sandbox, short_tm
     assert list(short_tmp.iterdir()) == []  # the run's folder went, sockets and all
 
 
+FIGURE = """
+    import matplotlib.pyplot as plt
+    from myst_nb import glue
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    glue("fig_line", fig, display=False)
+    fig
+"""
+
+
+@pytest.mark.slow
+def test_figures_are_drawn_whatever_the_callers_matplotlib_backend(sandbox, short_tmp, monkeypatch):
+    """A caller with MPLBACKEND=Agg (a headless machine) still gets its figures on the page and
+    glued (what publishing takes into published/): the kernels run the inline backend."""
+    notebooks = sandbox / "notebooks"
+    _notebook(notebooks, "99_real", WRITE_RESULTS, FIGURE)
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", notebooks)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    pipeline.execute("99_real", profile="smoke", seed=0, device="cpu")
+    assert os.environ["MPLBACKEND"] == "Agg"                   # the caller's own is left as it was
+    nb = nbformat.read(sandbox / "executed" / "99_real.ipynb", as_version=4)
+    kinds = [k for o in nb.cells[-1].outputs for k in o.get("data", {})]
+    assert "application/papermill.record/image/png" in kinds and "image/png" in kinds
+
+
 def test_build_takes_the_pages_from_the_redirected_folder(sandbox, monkeypatch, capsys):
     # _toc.yml lists executed/ in the checkout: build mirrors $SYMLIB_EXECUTED there
     pages = sandbox / "pages"
