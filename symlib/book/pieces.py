@@ -25,7 +25,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["OUTCOMES", "account", "log_piece", "pieces_path", "read"]
+__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "log_piece", "pieces_path", "read"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered")
 """How an execution ended (module docstring)."""
@@ -53,7 +53,14 @@ def read(chapter: str, directory: Path | None = None) -> list[dict]:
     return entries if isinstance(entries, list) else []
 
 
+COMMIT_ENV = "SYMLIB_COMMIT"
+"""The commit to record instead of the checkout's ``HEAD``: a GPU machine is sent a copy of the
+working tree whose ``HEAD`` need not be the commit it holds (``benchmarks/gpu_piece.sh``)."""
+
+
 def _commit() -> str:
+    if os.environ.get(COMMIT_ENV, "").strip():
+        return os.environ[COMMIT_ENV].strip()
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=project_root_or_cwd(), capture_output=True,
                              text=True, timeout=10)

@@ -52,3 +52,15 @@ def test_entries_are_appended_with_what_they_need(tmp_path):
     (tmp_path / "pieces" / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         pieces.read("bad", tmp_path)
+
+
+def test_the_commit_is_the_checkouts_head_unless_one_is_given(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.delenv(pieces.COMMIT_ENV, raising=False)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert pieces.read("x", pieces.log_piece("x", profile="paper", device="cpu", seconds=1, outcome="budget",
+                                             directory=tmp_path).parent.parent)[-1]["commit"] == head[:12]
+    monkeypatch.setenv(pieces.COMMIT_ENV, "0123456789abcdef0123")
+    pieces.log_piece("x", profile="paper", device="cpu", seconds=1, outcome="budget", directory=tmp_path)
+    assert pieces.read("x", tmp_path)[-1]["commit"] == "0123456789ab"

@@ -63,7 +63,7 @@ def claims(results: Mapping) -> list[Claim]:
         ),
         Claim(
             id="mode-count",
-            text="An MLP with hidden widths N₁, …, N_L has ∏ₗ Nₗ! permutation-equivalent parametrisations",
+            text="An MLP with hidden widths N_1..N_L has prod_l N_l! permutation-equivalent parametrisations",
             paper="Kurle et al. Sec. 2.1; Laurent et al. Sec. 3",
             ours="; ".join(f"{k}: {v['brute force']} enumerated vs {v['formula']} by formula" for k, v in brute.items()),
             holds=counts_ok,
