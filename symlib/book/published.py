@@ -135,7 +135,9 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     (its device, commit, code hash and wall time; stages it found cached count as zero). A run
     re-rendered from the cache (``pipeline execute --cached-only``: a GPU run's pages made on a
     machine without one, or a finished run's pages after a change of layout) computed nothing,
-    so the account is carried over from the record it replaces.
+    so the account is carried over from the record it replaces when that one's numbers came from
+    the same stage code, and otherwise taken from the pieces file's latest complete run of that
+    code (the run that computed the cache it was rendered from).
 
     Raises:
         ValueError: a re-rendered run with no earlier published record to take the account from.
@@ -150,10 +152,27 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
         if run is not None:
             computed["pieces"] = run
         return computed
-    if not (previous or {}).get("computed"):
-        raise ValueError(f"{path} was re-rendered from the cache (--cached-only) and no earlier published record "
-                         "says where its numbers were computed: publish the run that computed them first")
-    return previous["computed"]
+    mine = _stage_hashes(record)
+    if (previous or {}).get("computed") and _stage_hashes(previous) == mine:
+        return previous["computed"]
+    profile = record.get("profile", TIER)
+    log = pieces.read(record["chapter"], path.parent)
+    complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
+    if complete and complete[-1].get("code_hash") in mine:
+        run = pieces.account(log, profile)
+        return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
+                "code_hash": (record.get("provenance") or {}).get("code_hash"),
+                "compute_time": f"{run['seconds']:.0f} s", "pieces": run}
+    raise ValueError(f"{path} was re-rendered from the cache (--cached-only) and neither an earlier published record "
+                     "of the same code nor the pieces file says where its numbers were computed: publish the run "
+                     "that computed them first")
+
+
+def _stage_hashes(record: dict) -> set:
+    """The stage code hashes a record's numbers were computed with (``provenance.computed_with``)."""
+    groups = (record.get("provenance") or {}).get("computed_with")
+    return {g.get("code_hash") for g in groups if isinstance(g, dict) and g.get("code_hash")} \
+        if isinstance(groups, list) else set()
 
 
 def glue_key(output: dict) -> str | None:

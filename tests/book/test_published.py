@@ -207,3 +207,26 @@ def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypa
     assert next(iter(pub.records("01_ortho_skip").values()))["profile"] == "paper"
     (tmp_path / "published" / "paper" / "01_ortho_skip.json").unlink()
     assert pub.records("01_ortho_skip") == {}
+
+
+def test_a_rerender_of_new_code_takes_its_account_from_the_pieces_file(tmp_path):
+    """A re-render whose numbers came from other stage code than the published record's: the
+    published account does not describe them; the pieces file's complete run of that code does."""
+    from symlib.book import pieces
+
+    def record(stage_hash, rendered=True):
+        return {"chapter": "05_rebasin_hmc", "profile": "full", "rendered_from_cache": rendered,
+                "provenance": {"code_hash": "nb" + stage_hash, "computed_with": [{"code_hash": stage_hash}]},
+                "computed": {"device": "cpu (old)", "commit": "old", "code_hash": "old", "compute_time": "1 s"}}
+
+    path = tmp_path / "results" / "05_rebasin_hmc.json"
+    old, new = record("aaaa", rendered=False), record("bbbb")
+    with pytest.raises(ValueError, match="neither an earlier published record"):
+        pub._computed(new, old, path)
+    for seconds, outcome, code in ((100.0, "complete", "aaaa"), (3600.0, "complete", "bbbb"), (90.0, "rendered", "bbbb")):
+        pieces.log_piece("05_rebasin_hmc", profile="full", device="cpu", seconds=seconds, outcome=outcome,
+                         directory=tmp_path / "results", code_hash=code)
+    got = pub._computed(new, old, path)
+    assert got["compute_time"] == "3600 s" and got["pieces"]["pieces"] == 1 and got["code_hash"] == "nbbbbb"
+    assert got["device"] == "cpu" and got["commit"] != "old"
+    assert pub._computed(record("aaaa"), old, path) == old["computed"]      # same code: carried over
