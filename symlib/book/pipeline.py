@@ -445,9 +445,10 @@ BUDGET_ERROR = "BudgetExhausted"
 stops at its time budget, its checkpoint written."""
 
 PIECE_STOPPED = "stopped at its time budget"
+"""How a chapter that stopped at its budget is reported (not a failure: run again to go on)."""
+
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 """The kernels' matplotlib backend (``$MPLBACKEND``), whatever the caller's environment says."""
-"""How a chapter that stopped at its budget is reported (not a failure: run again to go on)."""
 
 BUDGET_EXIT = 75
 """Exit status of an ``execute`` in which every chapter either finished or stopped at its budget,
