@@ -5,7 +5,8 @@ whole leapfrog trajectory as one CUDA graph (``symlib.inference.capture``, mode 
 compiling it (``"compile"``: ``torch.compile``, ``mode="reduce-overhead"`` on CUDA) should raise
 the throughput of chapter 5's sampler at the paper's width (784-512-10 classifier on the 4,000
 shipped MNIST training digits, N(0, 1) prior, float32, fp32 forces). Each timed call is one
-trajectory of ``L`` leapfrog steps (``C L`` chain-gradients) for 8, 32 and 128 chains, from the
+trajectory of ``L`` leapfrog steps (``C L`` chain-gradients) for 1, 4 and 32 chains (the `paper`
+profile's main run has one chain, its robust variants four), from the
 same starting points and momenta; the reference is the eager ``hmc.leapfrog`` in the same
 alternated rounds, and every captured trajectory is checked against it (largest absolute
 difference of the end positions, reported) before it is timed.
@@ -25,6 +26,8 @@ from bench_precision import _device, _setup, _sizes, _start, _sync
 from symlib.inference import capture, hmc
 
 NAME = "hmc_capture"
+CUDA_CHAINS = (1, 4, 32)
+"""Chain counts timed on a GPU (chapter 5's `paper` profile: 1 and 4; 32: where the GPU is busy)."""
 
 
 def _modes(device: torch.device) -> tuple[str, ...]:
@@ -38,6 +41,8 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
     if device.type == "cuda" and not torch.cuda.is_available():
         return [harness.skipped_row(NAME, "leapfrog", "captured", "eager", "no CUDA device visible")]
     s = _sizes(quick, device)
+    if device.type == "cuda":
+        s["chains"] = CUDA_CHAINS
     _spec, _x, _y, _x_test, inits, potential = _setup(s, device)
     L, rows = s["L"], []
     for c in s["chains"]:

@@ -25,6 +25,15 @@ says ``complete=False`` and the next call continues. A checkpoint records the ru
 is refused, naming the difference, by a call with other settings. Checkpoints are written
 atomically (temporary file, fsync, rename): a kill during a write leaves the previous one.
 
+On a GPU each transition's leapfrog trajectory is replayed as one recorded CUDA graph
+(``capture="auto"``, :func:`symlib.inference.capture.capture`): a small network's gradient is
+bound by the host launching tens of kernels, not by the GPU, so the eager trajectory runs at a
+fraction of the device's speed (``benchmarks/bench_hmc_capture.py``). The momenta and the
+Metropolis draw stay outside the recording, drawn from ``generator`` in the order ``hmc.hmc_step``
+draws them; a replay runs the eager trajectory's kernels on the same inputs, so the chains are the
+eager ones up to cuBLAS's choice of algorithm. On the CPU ``"auto"`` is eager (launches cost
+little there) and the run is ``hmc.sample``'s bit for bit.
+
 Public: :class:`ResumableResult`, :class:`BudgetExhausted`, :class:`Accumulator`,
 :func:`sample_resumable`, :func:`budget_from_env`.
 """
@@ -45,6 +54,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from symlib.inference import hmc
+from symlib.inference.capture import capture as _capture
 
 __all__ = ["BUDGET_ENV", "PIECE_START_ENV", "Accumulator", "BudgetExhausted", "ResumableResult", "budget_from_env",
            "remaining_budget", "sample_resumable"]
@@ -55,6 +65,8 @@ PIECE_START_ENV = "SYMLIB_PIECE_START"
 each chapter, so that a stage starting late in a piece gets only what is left of its budget."""
 FORMAT = 1
 HISTORY_KEYS = ("accept_prob", "energy_error", "potential", "step_size")
+CAPTURE_MODES = ("auto", "graph", "eager")
+"""How :func:`sample_resumable` runs each trajectory (module docstring)."""
 
 
 class BudgetExhausted(RuntimeError):
@@ -99,6 +111,8 @@ class ResumableResult(NamedTuple):
     """How many calls the run took so far (1: never resumed)."""
     state: hmc.HMCState
     """The chains' current state."""
+    capture: str = "eager"
+    """How this piece ran its trajectories: ``"graph"`` (one CUDA graph each) or ``"eager"``."""
 
     def require_complete(self, what: str = "HMC") -> ResumableResult:
         """This result, if every transition is done; otherwise raise :class:`BudgetExhausted`
@@ -152,6 +166,39 @@ def _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accep
             "kept": kept}
 
 
+def _trajectory(potential_fn, n_leapfrog: int, precision, mode: str, state: hmc.HMCState, step: Tensor):
+    """``hmc.leapfrog`` over ``n_leapfrog`` steps as one captured step (``mode`` resolved:
+    ``"graph"`` or ``"eager"``), recorded for arguments shaped like ``state``'s and ``step``."""
+    def run(position, momentum, grad, step_size):
+        return hmc.leapfrog(position, momentum, grad, step_size, n_leapfrog, potential_fn, precision)
+
+    if mode == "eager":
+        return run
+    momentum = {k: torch.zeros_like(v) for k, v in state.position.items()}
+    return _capture(run, (state.position, momentum, state.grad, step), mode=mode)
+
+
+def _transition(state: hmc.HMCState, trajectory, step_size: Tensor,
+                generator: torch.Generator) -> tuple[hmc.HMCState, hmc.HMCInfo]:
+    """:func:`symlib.inference.hmc.hmc_step` with the trajectory given (captured or eager): the
+    momenta, the trajectory and the Metropolis draw in hmc_step's order, so that an eager
+    trajectory gives hmc_step's transition bit for bit (``tests/inference/test_hmc_resumable.py``)."""
+    n_chains = next(iter(state.position.values())).shape[0]
+    momentum = {k: hmc._randn_like(v, generator) for k, v in state.position.items()}
+    q, p, u, g = trajectory(state.position, momentum, state.grad, step_size)
+    energy_error = u + hmc._kinetic(p) - (state.potential + hmc._kinetic(momentum))
+    energy_error = torch.where(torch.isfinite(energy_error), energy_error, torch.full_like(energy_error, math.inf))
+    accept_prob = torch.exp(torch.clamp(-energy_error, max=0.0))
+    uniform = torch.rand(n_chains, generator=generator, dtype=torch.float64,
+                         device=generator.device).to(accept_prob.device)
+    accepted = uniform < accept_prob
+    keep = {k: hmc._per_chain(accepted, v) for k, v in state.position.items()}
+    new = hmc.HMCState({k: torch.where(keep[k], q[k], v) for k, v in state.position.items()},
+                       torch.where(accepted, u, state.potential),
+                       {k: torch.where(keep[k], g[k], v) for k, v in state.grad.items()})
+    return new, hmc.HMCInfo(accept_prob, accepted, energy_error)
+
+
 def _write(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -203,6 +250,7 @@ def sample_resumable(
     every_s: float = 120.0,
     budget_s: float | None = None,
     max_checkpoint_bytes: int = 16 << 20,
+    capture: str = "auto",
     progress: bool = False,
     desc: str = "HMC",
 ) -> ResumableResult:
@@ -227,6 +275,8 @@ def sample_resumable(
             to the end).
         max_checkpoint_bytes: refuse to write a larger checkpoint (keep function-space
             summaries instead of positions); 16 MiB, the most a file may weigh between machines.
+        capture: how each trajectory runs (module docstring): ``"auto"`` (a CUDA graph on a GPU,
+            eager on the CPU), ``"graph"`` or ``"eager"``; part of the checkpoint's settings.
         progress: show a progress bar over this piece's transitions (``desc`` its label).
 
     Returns:
@@ -234,22 +284,25 @@ def sample_resumable(
 
     Raises:
         ValueError: the checkpoint was written with other settings (named), or would exceed
-            ``max_checkpoint_bytes``; or ``jitter`` / ``thin`` out of range.
+            ``max_checkpoint_bytes``; ``jitter`` / ``thin`` out of range; an unknown ``capture``.
     """
     if not 0.0 <= jitter < 1.0:
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
     if thin < 1:
         raise ValueError(f"thin must be >= 1, got {thin}")
+    if capture not in CAPTURE_MODES:
+        raise ValueError(f"capture must be one of {', '.join(CAPTURE_MODES)}, got {capture!r}")
     budget_s = remaining_budget() if budget_s is None else budget_s
     precision = hmc.ForcePrecision(force_precision)
     path = Path(checkpoint)
     kept_what = "summary" if summarize is not None else "none" if accumulate is not None else "positions"
     if accumulate is not None:
         kept_what += "+" + type(accumulate).__name__
-    settings = _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
-                         precision.value, step_size, kept_what)
     first = next(iter(init_position.values()))
     n_chains, device, dtype = first.shape[0], first.device, first.dtype
+    mode = ("graph" if device.type == "cuda" else "eager") if capture == "auto" else capture
+    settings = _settings(init_position, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
+                         precision.value, step_size, kept_what) | {"capture": mode}
     total = n_burnin + n_samples * thin
     start = time.perf_counter()
 
@@ -297,6 +350,8 @@ def sample_resumable(
 
     last_save = time.perf_counter()
     stopped, it_start = False, it
+    trajectory = _trajectory(potential_fn, n_leapfrog, precision, mode, state,
+                             eps.to(device, dtype)) if it < total else None
     bar = tqdm(total=total, initial=it, desc=desc, disable=not progress, mininterval=2.0)
     while it < total:
         burning = it < n_burnin
@@ -304,7 +359,7 @@ def sample_resumable(
         if jitter:
             u = torch.rand(n_chains, generator=generator, dtype=torch.float64, device=generator.device).cpu()
             step = eps * (1.0 + jitter * (2.0 * u - 1.0))
-        state, info = hmc.hmc_step(state, potential_fn, step.to(device, dtype), n_leapfrog, generator, precision)
+        state, info = _transition(state, trajectory, step.to(device, dtype), generator)
         n_grad += n_leapfrog
         hist["accept_prob"][it] = info.accept_prob.cpu().numpy()
         hist["energy_error"][it] = info.energy_error.cpu().numpy()
@@ -342,4 +397,4 @@ def sample_resumable(
                                   else np.full(n_chains, math.nan))
     done_hist = {k: v[:it] for k, v in hist.items()} | {"phase": phase[:it]}
     kept_t = torch.stack(kept) if kept else torch.empty(0)
-    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad, wall, pieces, state)
+    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad, wall, pieces, state, mode)

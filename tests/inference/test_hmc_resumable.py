@@ -156,3 +156,40 @@ def test_on_a_gpu_with_a_gpu_generator_pieces_resume_to_the_same_numbers(tmp_pat
         pass
     assert res.pieces == 16
     _same(res, ref)
+
+
+def test_capture_modes_are_checked_and_recorded(tmp_path):
+    with pytest.raises(ValueError, match="capture must be one of"):
+        _run(tmp_path / "a.pt", capture="jit")
+    with pytest.raises(ValueError, match="needs CUDA"):
+        _run(tmp_path / "b.pt", capture="graph")   # the CPU problem
+    res = _run(tmp_path / "c.pt")
+    assert res.capture == "eager"   # "auto" on the CPU
+    assert torch.load(tmp_path / "c.pt", weights_only=False)["settings"]["capture"] == "eager"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_on_a_gpu_captured_trajectories_give_the_eager_chains(tmp_path, precision):
+    """The graph replays the eager trajectory's kernels: the same chains, up to cuBLAS's choice of
+    algorithm (a tolerance far below the run's own spread); in pieces the graph is recorded again
+    in each and the resumed run equals the uninterrupted captured one."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 4, generator=g).cuda(), torch.randint(0, 2, (64,), generator=g).cuda()
+    potential = hmc.mlp_classification_potential(SPEC, x, y)
+    _, start = _problem()
+    start = {k: v.cuda() for k, v in start.items()}
+
+    def run(path, **kw):
+        return sample_resumable(potential, start, checkpoint=path, generator=torch.Generator("cuda").manual_seed(7),
+                                force_precision=precision, jitter=0.2, **(ARGS | kw))
+
+    eager, graph = run(tmp_path / "e.pt", capture="eager"), run(tmp_path / "g.pt")
+    assert (eager.capture, graph.capture) == ("eager", "graph")
+    torch.testing.assert_close(graph.kept, eager.kept, rtol=1e-4, atol=1e-5)
+    for k in ("accept_prob", "potential", "step_size"):
+        np.testing.assert_allclose(graph.history[k], eager.history[k], rtol=1e-4, atol=1e-5, err_msg=k)
+    assert not torch.equal(graph.kept[0], graph.kept[-1]), "the chains moved"
+    while not (res := run(tmp_path / "p.pt", budget_s=1e-9)).complete:
+        pass
+    torch.testing.assert_close(res.kept, graph.kept, rtol=1e-6, atol=1e-7)

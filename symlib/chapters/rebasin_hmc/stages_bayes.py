@@ -251,6 +251,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
             "grad_evals_per_s": config.hmc_chains * chain.n_grad_evals / max(chain.wall_time_s, 1e-9),
             "wall_time_s": chain.wall_time_s,
             "pieces": chain.pieces,
+            "capture": chain.capture,
             "history": chain.history,
             # how far a chain can wander: sqrt(transitions) trajectories of length L * eps, each
             # a random-walk step in a direction the data do not constrain (only the prior does)
