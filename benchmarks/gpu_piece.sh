@@ -17,6 +17,8 @@
 #
 # Back on this machine, put the returned parts where the next piece finds them:
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
+# (it also copies the run's pieces file to published/paper/progress/<chapter>.json: commit it, and
+# the reproducibility page says how far the run got)
 # and, once a piece reports the chapter complete, render its pages from that state:
 #   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
 # PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
@@ -41,8 +43,12 @@ case "${1:-piece}" in
   keep)
     [ -n "${2:-}" ] || { echo "usage: gpu_piece.sh keep FILES_AT" >&2; exit 2; }
     compgen -G "$2/state.tgz.*" > /dev/null || { echo "no state.tgz.* in $2" >&2; exit 1; }
-    mkdir -p "$CARRY" && rm -f "$CARRY"/state.tgz.* && cp "$2"/state.tgz.* "$CARRY"/
+    mkdir -p "$CARRY" && rm -f "$CARRY"/state.tgz.* && cp "$2"/state.tgz.* "$CARRY"/ && chmod u+w "$CARRY"/state.tgz.*
     cp "$2"/piece.log "$CARRY"/last-piece.log 2>/dev/null
+    # the book says how far the run got: its pieces file, copied to published/paper/progress/
+    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" results/pieces 2>/dev/null \
+      && "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
+    rm -rf "$tmp"
     ls -l "$CARRY"; exit 0 ;;
   render)
     STATE=${STATE:-/tmp/symlib-paper-state/$CHAPTER}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "log_piece", "pieces_path", "read"]
+__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "in_progress", "log_piece", "pieces_path", "read"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered")
 """How an execution ended (module docstring)."""
@@ -71,10 +71,12 @@ def _commit() -> str:
 
 def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
               directory: Path | None = None, started: datetime | None = None,
-              code_hash: str | None = None) -> Path:
+              code_hash: str | None = None, note: str | None = None) -> Path:
     """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
 
     ``code_hash``: the chapter's stage code hash the execution ran with (recorded when given).
+    ``note``: how far it got, for a ``budget`` piece (the stage's message, e.g. "chapter 5's HMC:
+    ... 1335 of 10600 transitions done"; recorded when given).
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
@@ -88,6 +90,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
                     "device": device, "profile": profile, "commit": _commit()[:12], "outcome": outcome})
     if code_hash is not None:
         entries[-1]["code_hash"] = code_hash
+    if note:
+        entries[-1]["note"] = str(note)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -122,3 +126,26 @@ def account(entries: list[dict], profile: str) -> dict | None:
             "last": run[-1].get("started"),
             "stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
             "failed": sum(e.get("outcome") == "failed" for e in run), "abandoned": len(since) - len(run)}
+
+
+def in_progress(entries: list[dict], profile: str) -> dict | None:
+    """The run of ``profile`` still in progress in ``entries``: its pieces since the last complete
+    one, of the latest piece's code hash (earlier code's pieces were abandoned with their
+    checkpoints), or None when its last piece completed the chapter or there is none.
+
+    Returns:
+        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "commit", "note",
+        "abandoned"}``: ``note`` is how far the latest piece got (its stage's message).
+    """
+    mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
+    if not mine or mine[-1].get("outcome") == "complete":
+        return None
+    ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
+    since = mine[ends[-1] + 1:] if ends else mine
+    code = since[-1].get("code_hash")
+    run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
+    seconds = sum(float(e.get("seconds", 0.0)) for e in run)
+    return {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
+            "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
+            "last": run[-1].get("started"), "commit": run[-1].get("commit"), "note": run[-1].get("note"),
+            "abandoned": len(since) - len(run)}

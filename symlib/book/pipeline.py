@@ -366,10 +366,10 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
             # 'stan_outputs'), which is no failure of the chapter
             if err.ename == BUDGET_ERROR or interrupted.is_set():
                 # a piece of a long run: its stages kept their checkpoints and finished items
-                _log_piece(name, profile, device, start, started, "budget")
                 why = err.evalue if err.ename == BUDGET_ERROR else (
                     f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
                     "the stage items it finished are cached")
+                _log_piece(name, profile, device, start, started, "budget", why)
                 raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
                                  f"to continue. {_shown(target)} was left as it was.") from None
             _log_piece(name, profile, device, start, started, "failed")
@@ -467,7 +467,8 @@ def _device_name(device: str) -> str:
     return resolved.type
 
 
-def _log_piece(name: str, profile: str, device: str, start: float, started, outcome: str) -> None:
+def _log_piece(name: str, profile: str, device: str, start: float, started, outcome: str,
+               note: str | None = None) -> None:
     """One line in the chapter's pieces file (:mod:`symlib.book.pieces`); the reproducibility
     page is not a chapter and keeps none."""
     if name == "reproducibility":
@@ -476,7 +477,7 @@ def _log_piece(name: str, profile: str, device: str, start: float, started, outc
     from symlib.book.provenance import stage_code_hash
 
     log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
-              outcome=outcome, started=started, code_hash=stage_code_hash(name))
+              outcome=outcome, started=started, code_hash=stage_code_hash(name), note=note)
 
 
 def _placeholder(name: str, folder: Path) -> None:
@@ -704,7 +705,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str) -> list[s
         try:
             chapter.compute(run)
         except budget_exhausted as err:
-            _log_piece(name, profile, device, start, started, "budget")
+            _log_piece(name, profile, device, start, started, "budget", str(err))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({err}); run the same command again to continue", flush=True)
             stopped.append(name)
             continue

@@ -34,7 +34,8 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "glue_key", "load", "publish", "published_dir", "records", "staleness", "tier_summary",
+__all__ = ["TIER", "TIERS", "glue_key", "load", "progress_path", "progress_summary", "publish", "published_dir",
+           "record_progress", "records", "staleness", "tier_summary",
            "verdicts_by_tier"]
 
 TIER = "full"
@@ -289,6 +290,50 @@ def verdicts_by_tier(quick: dict | None, full: dict | None):
     return pd.DataFrame(list(rows.values()), columns=["claim", "paper", "quick", TIER])
 
 
+def progress_path(chapter: str, tier: str = "paper") -> Path:
+    """``published/<tier>/progress/<chapter>.json``: a copy of the pieces file of a run still in
+    progress (:func:`symlib.book.pieces.in_progress`), so that the book says how far it got."""
+    return published_dir(tier) / "progress" / f"{chapter}.json"
+
+
+def record_progress(chapter: str, pieces_file: Path, *, tier: str = "paper") -> Path:
+    """Copy a run's pieces file to :func:`progress_path` (what ``benchmarks/gpu_piece.sh keep``
+    does after each GPU piece).
+
+    Raises:
+        ValueError: the file holds no piece of ``tier``'s profile, or is not a pieces file.
+    """
+    try:
+        entries = json.loads(Path(pieces_file).read_text())
+    except ValueError:
+        entries = None
+    if not isinstance(entries, list) or not any(isinstance(e, dict) and e.get("profile") == tier for e in entries):
+        raise ValueError(f"{pieces_file} holds no piece of the `{tier}` profile of {chapter}")
+    out = progress_path(chapter, tier)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(entries, indent=1) + "\n")
+    return out
+
+
+def progress_summary(chapter: str, tier: str = "paper") -> str | None:
+    """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, device minutes,
+    devices, how far the latest piece got), or None when none is recorded or it completed."""
+    from symlib.book.pieces import in_progress
+
+    path = progress_path(chapter, tier)
+    if not path.is_file():
+        return None
+    run = in_progress(json.loads(path.read_text()), tier)
+    if run is None:
+        return None
+    dates = sorted({(run["first"] or "")[:10], (run["last"] or "")[:10]} - {""})
+    line = (f"in progress: {run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, {run['minutes']:g} device "
+            f"minutes on {', '.join(run['devices'])} ({' to '.join(dates)}), commit {(run['commit'] or '?')[:12]}")
+    if run["note"]:
+        line += f"; latest: {run['note'].split('; run again')[0]}"
+    return line
+
+
 def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     """A one-line account of a record: claims held / not / not judged, device, date, commit."""
     if record is None:
@@ -321,7 +366,19 @@ def main(argv=None) -> None:
     pub = sub.add_parser("publish", help="copy finished runs of a tier to published/<tier>/")
     pub.add_argument("chapters", nargs="*", help="default: every chapter with a results file of the tier")
     pub.add_argument("--tier", default=TIER, choices=TIERS, help=f"the profile published (default {TIER})")
+    prog = sub.add_parser("progress", help="record a run in progress: copy its pieces file to "
+                                           "published/<tier>/progress/<chapter>.json")
+    prog.add_argument("chapter")
+    prog.add_argument("pieces_file", help="the run's <results>/pieces/<chapter>.json")
+    prog.add_argument("--tier", default="paper", choices=TIERS)
     args = parser.parse_args(argv)
+    if args.command == "progress":
+        try:
+            out = record_progress(args.chapter, Path(args.pieces_file), tier=args.tier)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"{args.chapter}: {err}") from None
+        print(f"[symlib] {args.chapter}: {progress_summary(args.chapter, args.tier) or 'complete'} -> {out}")
+        return
     chapters = args.chapters or sorted(
         p.stem for p in results_dir().glob("*.json")
         if json.loads(p.read_text()).get("profile") == args.tier and p.stem != "reproducibility"

@@ -64,3 +64,23 @@ def test_the_commit_is_the_checkouts_head_unless_one_is_given(tmp_path, monkeypa
     monkeypatch.setenv(pieces.COMMIT_ENV, "0123456789abcdef0123")
     pieces.log_piece("x", profile="paper", device="cpu", seconds=1, outcome="budget", directory=tmp_path)
     assert pieces.read("x", tmp_path)[-1]["commit"] == "0123456789ab"
+
+
+def test_a_run_in_progress_is_accounted_with_how_far_it_got(tmp_path):
+    def log(seconds, outcome, code, note=None, profile="paper"):
+        pieces.log_piece("05_rebasin_hmc", profile=profile, device="cuda (H100)", seconds=seconds, outcome=outcome,
+                         directory=tmp_path, code_hash=code, note=note)
+        return pieces.read("05_rebasin_hmc", tmp_path)
+
+    assert pieces.in_progress([], "paper") is None
+    log(600, "budget", "a", "HMC: 10 of 99 transitions done"), log(100, "complete", "a")
+    assert pieces.in_progress(log(5, "rendered", "a"), "paper") is None          # the last run completed
+    log(500, "budget", "old", "HMC: 473 of 10600 transitions done")              # abandoned: code changed
+    log(260, "budget", "new", "HMC: 727 of 10600 transitions done")
+    entries = log(50, "complete", "new", profile="full")                          # another profile
+    entries = log(150, "budget", "new", "HMC: 1335 of 10600 transitions done")
+    assert entries[-1]["note"] == "HMC: 1335 of 10600 transitions done" and "note" not in entries[1]
+    got = pieces.in_progress(entries, "paper")
+    assert got["pieces"] == 2 and got["seconds"] == 410 and got["abandoned"] == 1
+    assert got["note"] == "HMC: 1335 of 10600 transitions done" and got["devices"] == ["cuda (H100)"]
+    assert pieces.in_progress(entries, "full") is None

@@ -3,6 +3,7 @@
 import base64
 import dataclasses
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -230,3 +231,29 @@ def test_a_rerender_of_new_code_takes_its_account_from_the_pieces_file(tmp_path)
     assert got["compute_time"] == "3600 s" and got["pieces"]["pieces"] == 1 and got["code_hash"] == "nbbbbb"
     assert got["device"] == "cpu" and got["commit"] != "old"
     assert pub._computed(record("aaaa"), old, path) == old["computed"]      # same code: carried over
+
+
+def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch):
+    from symlib.book import pieces
+
+    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
+    assert pub.progress_summary("05_rebasin_hmc") is None
+    results = tmp_path / "results"
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=240, outcome="budget",
+                     directory=results, code_hash="h", note="chapter 5's HMC: stopped at its time budget after "
+                     "piece 1, 727 of 10600 transitions done; run again to continue from its checkpoint",
+                     started=datetime(2026, 11, 27, 18, 0, tzinfo=UTC))
+    src = pieces.pieces_path("05_rebasin_hmc", results)
+    with pytest.raises(ValueError, match="no piece of the `full` profile"):
+        pub.record_progress("05_rebasin_hmc", src, tier="full")
+    out = pub.record_progress("05_rebasin_hmc", src)
+    assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.json"
+    line = pub.progress_summary("05_rebasin_hmc")
+    assert line.startswith("in progress: 1 piece, 4 device minutes on cuda (H100) (2026-11-27)")
+    assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 of 10600 "
+                         "transitions done")
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
+                     directory=results, code_hash="h")
+    pub.record_progress("05_rebasin_hmc", src)
+    assert pub.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
+    assert pub.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
