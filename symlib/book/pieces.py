@@ -76,7 +76,7 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
 
     ``code_hash``: the chapter's stage code hash the execution ran with (recorded when given).
     ``note``: how far it got, for a ``budget`` piece (the stage's message, e.g. "chapter 5's HMC:
-    ... 1335 of 10600 transitions done"; recorded when given).
+    ... 1335 transitions done"; recorded when given).
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.

@@ -113,16 +113,13 @@ class ResumableResult(NamedTuple):
     """The chains' current state."""
     capture: str = "eager"
     """How this piece ran its trajectories: ``"graph"`` (one CUDA graph each) or ``"eager"``."""
-    total_transitions: int = 0
-    """Transitions of the whole run, ``n_burnin + n_samples * thin``."""
 
     def require_complete(self, what: str = "HMC") -> ResumableResult:
         """This result, if every transition is done; otherwise raise :class:`BudgetExhausted`
         saying how far the run got (for a stage, which must not cache a partial run)."""
         if not self.complete:
             raise BudgetExhausted(f"{what}: stopped at its time budget after piece {self.pieces}, "
-                                  f"{self.transitions} of {self.total_transitions} transitions done; run again to "
-                                  "continue from its checkpoint")
+                                  f"{self.transitions} transitions done; run again to continue from its checkpoint")
         return self
 
 
@@ -400,4 +397,4 @@ def sample_resumable(
                                   else np.full(n_chains, math.nan))
     done_hist = {k: v[:it] for k, v in hist.items()} | {"phase": phase[:it]}
     kept_t = torch.stack(kept) if kept else torch.empty(0)
-    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad, wall, pieces, state, mode, total)
+    return ResumableResult(not stopped, kept_t, done_hist, eps, accept_rate, it, n_grad, wall, pieces, state, mode)

@@ -241,7 +241,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     results = tmp_path / "results"
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=240, outcome="budget",
                      directory=results, code_hash="h", note="chapter 5's HMC: stopped at its time budget after "
-                     "piece 1, 727 of 10600 transitions done; run again to continue from its checkpoint",
+                     "piece 1, 727 transitions done; run again to continue from its checkpoint",
                      started=datetime(2026, 11, 27, 18, 0, tzinfo=UTC))
     src = pieces.pieces_path("05_rebasin_hmc", results)
     with pytest.raises(ValueError, match="no piece of the `full` profile"):
@@ -250,7 +250,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.json"
     line = pub.progress_summary("05_rebasin_hmc")
     assert line.startswith("in progress: 1 piece, 4 device minutes on cuda (H100) (2026-11-27)")
-    assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 of 10600 "
+    assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 "
                          "transitions done")
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="h")
