@@ -89,7 +89,7 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     path = tmp_path / "ck.pt"
     returncode = kill_after_checkpoint(
         __file__, f"t._run({str(path)!r}, n_samples=40, every_s=0)",
-        "symlib.inference.hmc:hmc_step", path, linger_s=0.6)
+        "symlib.inference.hmc_resumable:_transition", path, linger_s=0.6)
     assert returncode == -signal.SIGKILL          # killed, not finished
     partial = torch.load(path, weights_only=False)["it"]
     assert 0 < partial < 6 + 40 * 2
