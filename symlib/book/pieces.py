@@ -117,15 +117,20 @@ def account(entries: list[dict], profile: str) -> dict | None:
         return None
     last = ends[-1]
     first = ends[-2] + 1 if len(ends) > 1 else 0
-    code = mine[last].get("code_hash")
-    since = mine[first:last + 1]
+    run, summary = _summary(mine[first:last + 1])
+    return summary | {"stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
+                      "failed": sum(e.get("outcome") == "failed" for e in run)}
+
+
+def _summary(since: list[dict]) -> tuple[list[dict], dict]:
+    """The pieces of ``since`` run with its last piece's code (entries with no hash count too), and
+    their account: pieces, seconds, minutes, devices, first, last, abandoned (the others)."""
+    code = since[-1].get("code_hash")
     run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
     seconds = sum(float(e.get("seconds", 0.0)) for e in run)
-    return {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
-            "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
-            "last": run[-1].get("started"),
-            "stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
-            "failed": sum(e.get("outcome") == "failed" for e in run), "abandoned": len(since) - len(run)}
+    return run, {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
+                 "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
+                 "last": run[-1].get("started"), "abandoned": len(since) - len(run)}
 
 
 def in_progress(entries: list[dict], profile: str) -> dict | None:
@@ -141,11 +146,5 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
     if not mine or mine[-1].get("outcome") == "complete":
         return None
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
-    since = mine[ends[-1] + 1:] if ends else mine
-    code = since[-1].get("code_hash")
-    run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
-    seconds = sum(float(e.get("seconds", 0.0)) for e in run)
-    return {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
-            "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
-            "last": run[-1].get("started"), "commit": run[-1].get("commit"), "note": run[-1].get("note"),
-            "abandoned": len(since) - len(run)}
+    run, summary = _summary(mine[ends[-1] + 1:] if ends else mine)
+    return summary | {"commit": run[-1].get("commit"), "note": run[-1].get("note")}
