@@ -23,11 +23,19 @@
 # and, once a piece reports the chapter complete, render its pages from that state:
 #   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
 # PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
+#
+# What travels to the GPU machine is at most 64 MiB (the working tree, .whl and .paper-carry
+# together). Chapter 5's state nears it in its robust run (the 4-chain checkpoint grows to about
+# 45 MiB beside 20 MiB of finished entries), so a finished stage nothing later reads can stay here:
+#   bash benchmarks/gpu_piece.sh aside bayes     # its entries -> .paper-aside/<chapter>/, not carried
+# then run the next pieces with SKIP=bayes (`pipeline compute --skip bayes`: the stage is left out,
+# the pieces file says so); `render` puts the entries set aside back before rendering.
 set -u
 CHAPTER=${CHAPTER:-05_rebasin_hmc}
 PROFILE=${PROFILE:-paper}
 DEVICE=${DEVICE:-cuda}
 CARRY=.paper-carry/$CHAPTER
+ASIDE=.paper-aside/$CHAPTER
 PY=${PY:-python3}
 
 unpack() {  # unpack STATE_DIR: the carried parts into $SYMLIB_CACHE and $SYMLIB_RESULTS
@@ -58,15 +66,28 @@ case "${1:-piece}" in
     esac
     rm -rf "$tmp"
     ls -l "$CARRY"; exit 0 ;;
+  aside)
+    [ -n "${2:-}" ] || { echo "usage: gpu_piece.sh aside STAGE" >&2; exit 2; }
+    compgen -G "$CARRY/state.tgz.*" > /dev/null || { echo "no carried state in $CARRY" >&2; exit 1; }
+    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp"
+    dir=cache/$CHAPTER-$2
+    compgen -G "$tmp/$dir/*" > /dev/null || { echo "no finished entry of stage $2 in the carried state" >&2; rm -rf "$tmp"; exit 1; }
+    mkdir -p "$ASIDE" && tar -czf "$ASIDE/$2.$(date -u +%Y%m%dT%H%M%S).tgz" -C "$tmp" "$dir" \
+      && rm -rf "$tmp/$dir"/* && rm -f "$CARRY"/state.tgz.* \
+      && tar -czf - -C "$tmp" cache results | split -b 15m -d - "$CARRY/state.tgz."
+    rm -rf "$tmp"
+    echo "stage $2's entries kept in $ASIDE (not carried); run the next pieces with SKIP=$2"
+    ls -l "$ASIDE" "$CARRY"; exit 0 ;;
   render)
     STATE=${STATE:-/tmp/symlib-paper-state/$CHAPTER}
     rm -rf "$STATE" && mkdir -p "$STATE"
     export SYMLIB_CACHE=$STATE/cache SYMLIB_RESULTS=${SYMLIB_RESULTS:-results}
     tmp=$(mktemp -d) && SYMLIB_RESULTS=$tmp unpack "$STATE" && mkdir -p "$SYMLIB_RESULTS/pieces" \
       && cp "$STATE"/results/pieces/"$CHAPTER".json "$SYMLIB_RESULTS/pieces/" 2>/dev/null
+    for f in "$ASIDE"/*.tgz; do [ -f "$f" ] && tar -xzf "$f" -C "$STATE" && echo "put back $f"; done
     exec "$PY" -m symlib.book.pipeline execute --cached-only --profile "$PROFILE" --seed 0 --device "$DEVICE" "$CHAPTER" ;;
   piece) ;;
-  *) echo "usage: gpu_piece.sh [piece|keep FILES_AT|render]" >&2; exit 2 ;;
+  *) echo "usage: gpu_piece.sh [piece|keep FILES_AT|aside STAGE|render]" >&2; exit 2 ;;
 esac
 
 OUT=${OUT:-/tmp/gpu-piece}
@@ -86,8 +107,9 @@ fi
   "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
   unpack "$STATE"
   date -u +"start %FT%TZ"
+  skip=() && for s in ${SKIP:-}; do skip+=(--skip "$s"); done
   SYMLIB_BUDGET_S=$PIECE_S timeout "$HARD_S" "$PY" -m symlib.book.pipeline compute --profile "$PROFILE" --seed 0 \
-    --device "$DEVICE" "$CHAPTER"
+    --device "$DEVICE" "${skip[@]}" "$CHAPTER"
   echo "compute rc=$?"
   date -u +"end %FT%TZ"
   find "$STATE" -type f -name '*.tmp' -delete
@@ -95,3 +117,8 @@ fi
 } 2>&1 | tee "$OUT/piece.log" | grep -v '^\s*$' | tail -"${TAIL:-40}"
 tar -czf - -C "$STATE" cache results | split -b 15m -d - "$OUT/state.tgz."
 ls -l "$OUT"
+size=$(cat "$OUT"/state.tgz.* | wc -c)
+if [ "$size" -gt $((52 << 20)) ]; then   # 64 MiB travel with the working tree and .whl
+  echo "WARNING: the state weighs $((size >> 20)) MiB; near the 64 MiB that can travel to the next piece:" \
+       "set a finished stage aside (gpu_piece.sh aside STAGE, then SKIP=STAGE)" | tee -a "$OUT/piece.log"
+fi

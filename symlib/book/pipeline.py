@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -677,13 +678,18 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     return times
 
 
-def compute(names: list[str], *, profile: str, seed: int, device: str) -> list[str]:
+def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tuple[str, ...] = ()) -> list[str]:
     """Run each chapter's stages into the cache (``compute``, module docstring), as its notebook
     would (:meth:`~symlib.book.chapter.Chapter.start`, :meth:`~symlib.book.chapter.Chapter.compute`),
     logging every execution as a piece. Returns the chapters stopped at their time budget.
 
+    ``skip``: stages left out (:func:`without_stages`): a long run in pieces whose finished stage's
+    entry is kept on the home machine, not carried to the GPU one (``benchmarks/gpu_piece.sh
+    aside``); the pieces file notes them.
+
     Raises:
-        ValueError: a name that is no chapter with a package.
+        ValueError: a name that is no chapter with a package, or a ``skip`` that
+            :func:`without_stages` refuses.
     """
     import importlib
 
@@ -696,6 +702,8 @@ def compute(names: list[str], *, profile: str, seed: int, device: str) -> list[s
     missing = [name for name, ch in chapters_.items() if ch is None]
     if missing:
         raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
+    chapters_ = {name: without_stages(chapter, skip) for name, chapter in chapters_.items()}
+    skipped = f"stages {', '.join(skip)} skipped (computed before, kept aside)" if skip else None
     stopped = []
     for name, chapter in chapters_.items():
         started, start = datetime.now(UTC), time.perf_counter()
@@ -705,17 +713,37 @@ def compute(names: list[str], *, profile: str, seed: int, device: str) -> list[s
         try:
             chapter.compute(run)
         except budget_exhausted as err:
-            _log_piece(name, profile, device, start, started, "budget", str(err))
+            _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (str(err), skipped))))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({err}); run the same command again to continue", flush=True)
             stopped.append(name)
             continue
         except BaseException:
-            _log_piece(name, profile, device, start, started, "failed")
+            _log_piece(name, profile, device, start, started, "failed", skipped)
             raise
-        _log_piece(name, profile, device, start, started, "complete")
+        _log_piece(name, profile, device, start, started, "complete", skipped)
         print(f"[symlib] {name}: every stage computed in {time.perf_counter() - start:.0f} s; render it with "
               f"`execute --cached-only --profile {profile} --seed {seed} --device {device} {name}`", flush=True)
     return stopped
+
+
+def without_stages(chapter, skip) -> object:
+    """``chapter`` with the stages named in ``skip`` left out (itself when none).
+
+    Raises:
+        ValueError: a name that is no stage of the chapter, or a stage kept that takes a skipped
+            one as input (it would have nothing to read).
+    """
+    if not skip:
+        return chapter
+    names = [s.name for s in chapter.stages]
+    if unknown := sorted(set(skip) - set(names)):
+        raise ValueError(f"{chapter.name} has no stage {', '.join(map(repr, unknown))} to skip; stages: {', '.join(names)}")
+    kept = tuple(s for s in chapter.stages if s.name not in skip)
+    for stage in kept:
+        if needed := sorted(set(stage.needs) & set(skip)):
+            raise ValueError(f"{chapter.name}: stage {stage.name!r} takes {', '.join(map(repr, needed))} as input; "
+                             "it cannot be skipped")
+    return dataclasses.replace(chapter, stages=kept)
 
 
 def main(argv=None) -> None:
@@ -735,6 +763,8 @@ def main(argv=None) -> None:
     co.add_argument("--profile", default="paper", choices=PROFILES)
     co.add_argument("--seed", type=int, default=0)
     co.add_argument("--device", default="auto")
+    co.add_argument("--skip", action="append", default=[], metavar="STAGE",
+                    help="leave a stage out (repeatable): its finished entry is kept on another machine")
     sub.add_parser("build", help="build the book into _build/html")
     sub.add_parser("chapters", help="list chapter names")
     sub.add_parser("clean", help="remove the build, executed notebooks, results and cache "
@@ -757,7 +787,7 @@ def main(argv=None) -> None:
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "compute":
         _default_jobs(args.profile, args.device)
-        if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device):
+        if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device, skip=tuple(args.skip)):
             sys.exit(BUDGET_EXIT)
     elif args.command == "build":
         build()

@@ -732,3 +732,24 @@ def test_compute_runs_the_stages_without_a_notebook_and_logs_each_piece(sandbox,
     assert [e["outcome"] for e in pieces.read("01_ortho_skip")] == ["complete", "budget"]
     with pytest.raises(ValueError, match="no chapter package for 07_nothing"):
         pipeline.main(["compute", "07_nothing"])
+
+
+def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
+    """``compute --skip STAGE``: the stage is not run (its entry kept on another machine), the
+    others are, the pieces file says so; a stage another one reads cannot be skipped."""
+    from symlib.book import cache, pieces
+    from symlib.chapters.ortho_skip import CHAPTER
+    from symlib.chapters.rebasin_hmc import CHAPTER as CH5
+
+    pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "robustness", "01_ortho_skip"])
+    entries = {p.parent.name for p in cache.cache_dir().rglob("*.pt")}
+    assert entries == {"01_ortho_skip"}                    # the main stage's entry (its folder) only
+    assert len(list(cache.cache_dir().rglob("*.pt"))) == 1
+    (piece,) = pieces.read("01_ortho_skip")
+    assert piece["outcome"] == "complete" and piece["note"] == "stages robustness skipped (computed before, kept aside)"
+    assert [s.name for s in pipeline.without_stages(CH5, ("bayes",)).stages] == ["not", "ensemble", "vi", "robust"]
+    assert pipeline.without_stages(CH5, ()) is CH5
+    with pytest.raises(ValueError, match="stage 'bayes' takes 'ensemble' as input"):
+        pipeline.without_stages(CH5, ("ensemble",))
+    with pytest.raises(ValueError, match="no stage 'nope' to skip"):
+        pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "nope", "05_rebasin_hmc"])
