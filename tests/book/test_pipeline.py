@@ -738,7 +738,6 @@ def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
     """``compute --skip STAGE``: the stage is not run (its entry kept on another machine), the
     others are, the pieces file says so; a stage another one reads cannot be skipped."""
     from symlib.book import cache, pieces
-    from symlib.chapters.ortho_skip import CHAPTER
     from symlib.chapters.rebasin_hmc import CHAPTER as CH5
 
     pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "robustness", "01_ortho_skip"])
