@@ -90,6 +90,48 @@ def test_smoke_run_is_cached_and_deterministic(smoke, tmp_path, monkeypatch):
     assert len(list(tmp_path.rglob("*.pt"))) == 1 + len(profile.robustness)
 
 
+def test_the_sinc_fit_in_pieces_gives_the_numbers_of_one_fit(tmp_path, monkeypatch):
+    """Stopped at its budget after every step and continued from its checkpoint, the sinc run
+    gives the numbers of one uninterrupted run (whose steps are ``mfvi.fit``'s on the CPU:
+    tests/inference/test_mfvi_graph.py)."""
+    from symlib.inference.hmc_resumable import BudgetExhausted
+
+    profile = get_profile("01_ortho_skip", "smoke")
+    whole = stages.sinc_experiment(profile, 0, torch.device("cpu"))
+    assert whole["timing"]["pieces"] == 1
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")       # every piece takes one step, then stops
+    path, stopped = tmp_path / "ck.pt", 0
+    while True:
+        try:
+            got = stages.sinc_experiment(profile, 0, torch.device("cpu"), checkpoint=path)
+            break
+        except BudgetExhausted as err:
+            stopped += 1
+            assert path.is_file() and "run again" in str(err)
+    assert stopped == profile.n_steps - 1 and got["timing"]["pieces"] == profile.n_steps
+    assert got["metrics"] == whole["metrics"] and got["reference"] == whole["reference"]
+    for k, v in whole["history"].items():
+        assert np.array_equal(got["history"][k], v), k
+    assert np.array_equal(got["fits"]["mean"], whole["fits"]["mean"])
+
+
+def test_a_stage_checkpoints_where_its_settings_say_and_spends_the_checkpoint(smoke, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    profile = get_profile("01_ortho_skip", "smoke")
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    view = CHAPTER.stage("main").view(profile)
+    ctx = SimpleNamespace(chapter=CHAPTER.name, config=view, seed=0, device="cpu")
+    path = stages.checkpoint_path(ctx, "main")
+    assert path.parent == tmp_path / "checkpoints" and path.name.startswith("01_ortho_skip-sinc-main-")
+    other = SimpleNamespace(**{**vars(ctx), "seed": 1})
+    assert stages.checkpoint_path(other, "main") != path != stages.checkpoint_path(ctx, "learning_rate=0.03")
+    assert stages.checkpoint_path(ctx, "learning_rate=0.03").name.startswith("01_ortho_skip-sinc-learning_rate_0.03-")
+    assert not path.exists()
+    CHAPTER.run_stages(profile, seed=0, device="cpu")
+    assert not list((tmp_path / "checkpoints").glob("*.pt"))     # spent once the stage's result is cached
+
+
 def test_streams_are_distinct_and_the_legacy_aliases_listed():
     CHAPTER.streams(0)  # no two named streams coincide (none yet: both stages are legacy)
     # both stages seed from the run seed, as before the contract: the sweep reruns the main

@@ -27,6 +27,14 @@ seed itself) and derive their generators from it by purpose (:func:`legacy_gener
 SeedSequence ``[seed, purpose index]``), as before; the sweep reuses the main run's data and
 initial means on purpose. Moving onto named streams is issue 27, step 5.
 
+Pieces: the VI fit of every sinc run goes through
+:func:`symlib.inference.mfvi_graph.fit_resumable` (on a GPU each step one CUDA graph; on the CPU
+the same steps as :func:`symlib.inference.mfvi.fit`, bit for bit), checkpointed under
+``<cache>/checkpoints/`` (:func:`checkpoint_path`): at ``$SYMLIB_BUDGET_S`` a fit stops with its
+checkpoint written and the stage raises
+:class:`~symlib.inference.hmc_resumable.BudgetExhausted`; the next run continues it, so the
+`paper` profile's 200,000 steps go in pieces across short GPU allocations.
+
 Threads: one torch intra-op thread on the CPU while a stage computes (restored afterwards).
 Each op here touches only ~10^5 numbers, so a second thread gains little, while on a busy
 machine every parallel op waits for a scheduler slice (measured on the 2-core build machine
@@ -35,18 +43,24 @@ under load: ~8 ms per op with 2 threads vs 0.1 ms with 1, a 15x slower run).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import re
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from symlib.book import cache
 from symlib.book.chapter import Stage
 from symlib.book.data import sinc_function, sinc_regression
 from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.ortho_skip import gap as gap_lib
-from symlib.inference import mfvi
+from symlib.inference import mfvi, mfvi_graph
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices
 
@@ -57,6 +71,7 @@ __all__ = [
     "STAGES",
     "VARIANTS",
     "VERSION",
+    "checkpoint_path",
     "compute",
     "gap_experiment",
     "legacy_generator",
@@ -106,12 +121,27 @@ def _threads(device: torch.device) -> int | None:
     return 1 if device.type == "cpu" else None
 
 
+def checkpoint_path(ctx, name: str) -> Path:
+    """Where the VI fit of sinc run ``name`` (``"main"`` or a sweep setting) checkpoints:
+    ``<cache>/checkpoints/<chapter>-sinc-<name>-<digest>.pt``. The digest is of everything the fit
+    depends on (the stage's profile fields, the seed, the device and the chapter's stage code
+    hash), so a checkpoint of other settings or code is never continued."""
+    ident = {"chapter": ctx.chapter, "run": name, "fields": ctx.config.fields(), "seed": ctx.seed,
+             "device": cache.device_key(ctx.device), "code": cache.fingerprint(ctx.chapter)}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    label = re.sub(r"[^A-Za-z0-9.]+", "_", name).strip("_")
+    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-sinc-{label}-{digest}.pt"
+
+
 def main_stage(ctx) -> dict:
     """Stage ``main``: both experiments (:func:`compute`) on the stage's fields, seed and device."""
     device = torch.device(ctx.device)
     threads = _threads(device)
+    path = checkpoint_path(ctx, "main")
     with torch_threads(threads):
-        return compute(ctx.config, ctx.seed, device, threads)
+        out = compute(ctx.config, ctx.seed, device, threads, checkpoint=path)
+    path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
+    return out
 
 
 def robustness_settings(config) -> list[tuple[str, object]]:
@@ -131,18 +161,22 @@ def robustness_setting(ctx, item: tuple[str, object]) -> dict:
     """
     field, value = item
     device = torch.device(ctx.device)
+    path = checkpoint_path(ctx, f"{field}={value}")
     with torch_threads(_threads(device)):
-        sinc = sinc_experiment(ctx.config.replace(**{field: value}), ctx.seed, device)
+        sinc = sinc_experiment(ctx.config.replace(**{field: value}), ctx.seed, device, checkpoint=path)
+    path.unlink(missing_ok=True)
     return {k: sinc[k] for k in ("metrics", "reference", "history")}
 
 
-def compute(profile, seed: int, device: torch.device, threads: int | None = 1) -> dict:
+def compute(profile, seed: int, device: torch.device, threads: int | None = 1, *,
+            checkpoint: str | Path | None = None) -> dict:
     """Both experiments, independent of each other, through :func:`symlib.book.parallel.fan_out`
-    (side by side when ``$SYMLIB_JOBS`` allows; each derives its own random streams)."""
+    (side by side when ``$SYMLIB_JOBS`` allows; each derives its own random streams);
+    ``checkpoint``: the sinc fit's (:func:`sinc_experiment`)."""
     start = time.perf_counter()
     out = {"seed": seed, "device": str(device)}
-    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device)),
-                                                   (profile, seed, "gap", "cpu")], threads=threads)
+    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device), checkpoint),
+                                                   (profile, seed, "gap", "cpu", None)], threads=threads)
     out.update(fit)
     out["gap"] = gap
     out["timing"]["gap_s"] = gap_s
@@ -150,18 +184,23 @@ def compute(profile, seed: int, device: torch.device, threads: int | None = 1) -
     return out
 
 
-def _experiment(profile, seed: int, which: str, device: str) -> tuple[dict, float]:
+def _experiment(profile, seed: int, which: str, device: str, checkpoint=None) -> tuple[dict, float]:
     """One of the two experiments (one task) and its wall time in seconds."""
     t0 = time.perf_counter()
     if which == "sinc":
-        result = sinc_experiment(profile, seed, torch.device(device))
+        result = sinc_experiment(profile, seed, torch.device(device), checkpoint=checkpoint)
     else:
         result = gap_experiment(profile, seed)
     return result, time.perf_counter() - t0
 
 
-def sinc_experiment(profile, seed: int, device: torch.device) -> dict:
+def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str | Path | None = None) -> dict:
     """The four :data:`VARIANTS` fitted to the sinc data side by side, and their metrics.
+
+    The fit is :func:`symlib.inference.mfvi_graph.fit_resumable`'s: ``checkpoint`` is its file
+    (an existing one is continued; None: a temporary file, so the fit cannot be continued). At
+    ``$SYMLIB_BUDGET_S`` it stops with its checkpoint written and
+    :class:`~symlib.inference.hmc_resumable.BudgetExhausted` is raised.
 
     Returns:
         ``metrics`` (one row per variant), ``reference`` (the true function's train RMSE and test
@@ -189,18 +228,22 @@ def sinc_experiment(profile, seed: int, device: torch.device) -> dict:
     q0 = mfvi.mean_field_from_params(model, params, init_sd=profile.init_sd)
     x, y, x_test, y_test, x_grid = (t.to(device) for t in (x, y, x_test, y_test, x_grid))
 
-    t0 = time.perf_counter()
-    result = mfvi.fit(
-        model, q0, x, y,
-        n_steps=profile.n_steps, n_samples=profile.n_train_samples, lr=profile.learning_rate,
-        generator=legacy_generator(seed, "fit", device), noise_sd=profile.noise_sd,
-        learn_noise=profile.learn_noise, anneal_fraction=profile.anneal_fraction,
-        record_every=profile.record_every, desc="chapter 1: VI, 4 variants",
+    fit_kw = {
+        "n_steps": profile.n_steps, "n_samples": profile.n_train_samples, "lr": profile.learning_rate,
+        "generator": legacy_generator(seed, "fit", device), "noise_sd": profile.noise_sd,
+        "learn_noise": profile.learn_noise, "anneal_fraction": profile.anneal_fraction,
+        "record_every": profile.record_every, "desc": "chapter 1: VI, 4 variants",
         # the plateau precondition reads this curve: one 16-sample estimate per record had lone
         # spikes at twice the typical ELBO, the mean of the estimates between records has not
-        average_records=True,
-    )
-    train_s = time.perf_counter() - t0
+        "average_records": True,
+    }
+    if checkpoint is None:
+        with tempfile.TemporaryDirectory(prefix="symlib-vi-") as folder:
+            fitted = mfvi_graph.fit_resumable(model, q0, x, y, checkpoint=Path(folder) / "vi.pt", **fit_kw)
+    else:
+        fitted = mfvi_graph.fit_resumable(model, q0, x, y, checkpoint=checkpoint, **fit_kw)
+    result = fitted.require_complete().fit
+    train_s = fitted.wall_time_s
 
     t1 = time.perf_counter()
     q, noise = result.q, result.log_noise_sd.exp()
@@ -261,7 +304,7 @@ def sinc_experiment(profile, seed: int, device: torch.device) -> dict:
         "reference": {"oracle_train_rmse": oracle_rmse, "oracle_test_loglik": oracle_test_ll},
         "fits": fits,
         "history": history,
-        "timing": {"train_s": train_s, "evaluate_s": evaluate_s,
+        "timing": {"train_s": train_s, "evaluate_s": evaluate_s, "pieces": fitted.pieces,
                    "iterations_per_s": profile.n_steps / max(train_s, 1e-9)},
     }
 
