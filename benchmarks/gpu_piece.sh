@@ -5,7 +5,7 @@
 #   CHAPTER=05_rebasin_hmc PIECE_S=420 SYMLIB_COMMIT=<this checkout's HEAD> bash benchmarks/gpu_piece.sh
 #
 # (SYMLIB_COMMIT: the copy the machine is sent need not have this checkout's HEAD, which the
-# pieces file records as the commit; the stage code hash it also records is the code's identity.)
+# pieces file records as the commit; the compute code hash it also records is the code's identity.)
 #
 # It unpacks the state the previous pieces left (.paper-carry/<chapter>/state.tgz.*: the cache's
 # entries and checkpoints, and the pieces file), runs `pipeline compute --profile paper --device

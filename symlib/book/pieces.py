@@ -5,8 +5,8 @@ budget (``$SYMLIB_BUDGET_S``; a stage raises
 :class:`~symlib.inference.hmc_resumable.BudgetExhausted` and keeps its checkpoint) and continued
 by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
 execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
-started, how long it ran, on which device, profile, commit and stage code hash
-(:func:`symlib.book.provenance.stage_code_hash`), and how it ended (``complete``, ``budget``,
+started, how long it ran, on which device, profile, commit and compute code hash
+(:func:`symlib.book.provenance.compute_code_hash`), and how it ended (``complete``, ``budget``,
 ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
 :func:`account` reads the entries of a chapter's latest complete run, which
 :func:`symlib.book.published.publish` stores with the record: pieces, device minutes, devices.
@@ -74,7 +74,7 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
               code_hash: str | None = None, note: str | None = None) -> Path:
     """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
 
-    ``code_hash``: the chapter's stage code hash the execution ran with (recorded when given).
+    ``code_hash``: the chapter's compute code hash the execution ran with (recorded when given).
     ``note``: how far it got, for a ``budget`` piece (the stage's message, e.g. "chapter 5's HMC:
     ... 1335 transitions done"; recorded when given).
 

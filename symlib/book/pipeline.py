@@ -475,10 +475,10 @@ def _log_piece(name: str, profile: str, device: str, start: float, started, outc
     if name == "reproducibility":
         return
     from symlib.book.pieces import log_piece
-    from symlib.book.provenance import stage_code_hash
+    from symlib.book.provenance import compute_code_hash
 
     log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
-              outcome=outcome, started=started, code_hash=stage_code_hash(name), note=note)
+              outcome=outcome, started=started, code_hash=compute_code_hash(name), note=note)
 
 
 def _placeholder(name: str, folder: Path) -> None:

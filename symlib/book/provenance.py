@@ -17,7 +17,13 @@ of a later checkout: when either hash differs, the numbers were made by an older
   import, without the notebook (stages compute in the library). The cache recomputes an entry
   whose stage code hash is not this checkout's, and results files carry the hashes of the
   entries they were made from, so a published run is compared with the code that computed its
-  numbers, not only with the code that rendered them.
+  numbers, not only with the code that rendered them. A chapter may narrow it stage by stage
+  (:data:`STAGE_CODE_ATTRIBUTE`): a stage whose code it declares is hashed over those modules and
+  what they import only, so that an edit of the chapter's claims or texts leaves the entries of
+  its long stages (and their checkpoints) current.
+- The *compute code hash* (:func:`compute_code_hash`) is one hash of every stage's: what the
+  pieces of a run in pieces record, so that a piece continues the pieces before it exactly when
+  none of the code it resumes changed.
 """
 
 from __future__ import annotations
@@ -36,13 +42,17 @@ __all__ = [
     "chapter_of",
     "chapter_package_dir",
     "code_hash",
+    "combined_code_hash",
+    "compute_code_hash",
     "declared",
+    "declared_stage_code",
     "git_commit",
     "import_closure",
     "package_of_chapter",
     "profile_hash",
     "provenance",
     "stage_code_hash",
+    "stale_code_groups",
 ]
 
 SYMLIB = Path(__file__).resolve().parents[1]
@@ -134,23 +144,108 @@ def declared(chapter: str):
     return value if isinstance(value, Chapter) else None
 
 
+STAGE_CODE_ATTRIBUTE = "STAGE_CODE"
+"""A chapter package may export ``STAGE_CODE``: ``{stage name: (module, ...)}``, the modules
+(dotted names, ``"symlib.chapters.<package>.<module>"``) that hold the code a stage runs. Such a
+stage's code hash (:func:`stage_code_hash`) covers those modules and what they import (with the
+package ``__init__`` files on the way and the book machinery) instead of the whole chapter
+package, so that editing the chapter's claims, views or texts leaves its entries, and the
+checkpoints keyed by them, current. Declare every module the stage's numbers depend on: the
+static import closure follows them, but code reached only through a profile object's methods is
+not seen (stages read profile fields through :class:`~symlib.book.chapter.ProfileView`, which
+gives fields only). Stages sharing a cache experiment must declare the same modules."""
+
+
+def declared_stage_code(experiment: str) -> tuple[str, ...] | None:
+    """The modules ``experiment``'s stage declares as its code (:data:`STAGE_CODE_ATTRIBUTE`), or
+    None when its chapter declares none for it (or ``experiment`` names a chapter, or no stage).
+
+    Raises:
+        ValueError: stages sharing the experiment declare different modules, or a declared
+            module is not a ``symlib`` module.
+    """
+    import importlib
+
+    chapter = chapter_of(experiment)
+    folder = package_of_chapter(chapter)
+    if folder is None or experiment == chapter:
+        return None
+    package = importlib.import_module(f"symlib.chapters.{folder.name}")
+    table = getattr(package, STAGE_CODE_ATTRIBUTE, None)
+    spec = getattr(package, "CHAPTER", None)
+    if not table or spec is None:
+        return None
+    found = {tuple(table[s.name]) for s in spec.stages if s.experiment_name(chapter) == experiment and s.name in table}
+    others = [s.name for s in spec.stages if s.experiment_name(chapter) == experiment and s.name not in table]
+    if len(found) > 1 or (found and others):
+        raise ValueError(f"{experiment}: the stages sharing this cache folder declare different code in "
+                         f"{STAGE_CODE_ATTRIBUTE} ({sorted(found)}; undeclared: {others})")
+    if not found:
+        return None
+    (modules,) = found
+    for name in modules:
+        if _module_file(name, SYMLIB.parent) is None:
+            raise ValueError(f"{experiment}: {STAGE_CODE_ATTRIBUTE} names {name!r}, which is not a symlib module")
+    return modules
+
+
 def stage_code_hash(experiment: str, *, scheme: int = HASH_SCHEME) -> str:
     """A short hash of the code behind the cached stages of ``experiment`` (or a chapter name).
 
     The chapter's package, the chapter packages that package names (``symlib.chapters.<other>``)
     and the library modules they import (:data:`HASH_SCHEME` 2; scheme 1: the whole library
-    outside ``chapters/``), less :data:`RENDERING_ONLY`; no notebook. An experiment that maps to
-    no chapter package (:func:`package_of_chapter`) counts the whole library and every chapter
-    package, so that no change can go unnoticed.
+    outside ``chapters/``), less :data:`RENDERING_ONLY`; no notebook. For a stage whose chapter
+    declares its code (:data:`STAGE_CODE_ATTRIBUTE`; schemes 2 and up), only the declared
+    modules and what they import. An experiment that maps to no chapter package
+    (:func:`package_of_chapter`) counts the whole library and every chapter package, so that no
+    change can go unnoticed.
     """
     own = package_of_chapter(chapter_of(experiment))
     if own is None:
         return _digest([SYMLIB / "chapters"], None)
+    if scheme >= 2 and (modules := declared_stage_code(experiment)) is not None:
+        return _closure_digest([_module_file(name, SYMLIB.parent) for name in modules], None, scheme)
     others = set()
     for path in own.rglob("*.py"):
         others.update(re.findall(r"symlib\.chapters\.(\w+)", path.read_text(errors="replace")))
     folders = [f for f in [own, *(SYMLIB / "chapters" / name for name in sorted(others))] if f.is_dir()]
     return _digest(folders, None) if scheme == 1 else _closure_digest(folders, None, scheme)
+
+
+def compute_code_hash(chapter: str, *, scheme: int = HASH_SCHEME) -> str:
+    """One hash of the code behind all of ``chapter``'s stages: its :func:`stage_code_hash` when
+    none declares its own code (:data:`STAGE_CODE_ATTRIBUTE`), else a digest of every stage
+    experiment's. What the pieces of a run record: a piece continues the earlier ones (their
+    cached entries and checkpoints) exactly when this is unchanged."""
+    folder = package_of_chapter(chapter)
+    spec = declared(chapter) if folder is not None else None
+    if spec is None or scheme < 2:
+        return stage_code_hash(chapter, scheme=scheme)
+    experiments = sorted({s.experiment_name(chapter) for s in spec.stages})
+    if all(declared_stage_code(e) is None for e in experiments):
+        return stage_code_hash(chapter, scheme=scheme)
+    return combined_code_hash({e: stage_code_hash(e, scheme=scheme) for e in experiments})
+
+
+def combined_code_hash(parts: dict[str, str]) -> str:
+    """:func:`compute_code_hash` of a chapter whose stages declare their code, from its stage
+    experiments' code hashes ``{experiment: hash}`` (a results file's ``computed_with`` gives them)."""
+    return hashlib.sha256(json.dumps(dict(sorted(parts.items())), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def stale_code_groups(chapter: str, groups, *, scheme: int = HASH_SCHEME) -> list[tuple[dict, str]]:
+    """The groups of a results file's ``provenance.computed_with`` (``{"code_hash", "stages",
+    ...}``) whose code hash is not this checkout's, each with the hash its stages have now:
+    every stage (experiment) a group names is compared with its own :func:`stage_code_hash` (a
+    group naming none, with the chapter's). Non-dict groups are skipped."""
+    out = []
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict):
+            continue
+        nows = sorted({stage_code_hash(s, scheme=scheme) for s in group.get("stages") or [chapter]})
+        if group.get("code_hash") not in nows or len(nows) > 1:
+            out.append((group, ", ".join(nows)))
+    return out
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -356,11 +451,13 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
 
 
 def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int = HASH_SCHEME) -> str:
-    """Hash (:data:`HASH_SCHEME` 2) the chapter packages ``chapter_dirs``, the modules they and
+    """Hash (:data:`HASH_SCHEME` 2) the chapter packages (or single modules) ``chapter_dirs``, the modules they and
     ``notebook`` import (:func:`import_closure`, less :data:`RENDERING_ONLY`) and ``notebook``.
     The book machinery the pipeline runs every chapter with (``symlib/book``, less rendering) is
     always included: it imports chapters by name, which a static scan cannot follow."""
-    start = [p for d in chapter_dirs for p in Path(d).resolve().rglob("*") if p.is_file() and p.suffix in (".py", ".stan", ".json")]
+    start = [p for d in map(Path, chapter_dirs)
+             for p in ([d.resolve()] if d.is_file() else d.resolve().rglob("*"))
+             if p.is_file() and p.suffix in (".py", ".stan", ".json")]
     start += [p for p in (SYMLIB / "book").glob("*.py")]
     names = _notebook_imports(notebook) if notebook is not None and notebook.is_file() else set()
     closure = import_closure(start, names) if scheme == 2 else import_closure_precise(start, names)

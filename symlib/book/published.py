@@ -28,9 +28,12 @@ from symlib.book.provenance import (
     HASH_SCHEME,
     chapter_package_dir,
     code_hash,
+    combined_code_hash,
+    compute_code_hash,
     declared,
     profile_hash,
     stage_code_hash,
+    stale_code_groups,
 )
 from symlib.book.results import outcome, results_dir
 
@@ -124,10 +127,24 @@ def rehashed(record: dict, notebook: Path | None = None) -> dict:
                     rehashed_from={"hash_scheme": old, "code_hash": prov.get("code_hash")})
     groups = prov.get("computed_with")
     if isinstance(groups, list):
-        now = stage_code_hash(record["chapter"])
-        new_prov["computed_with"] = [dict(g, code_hash=now) if isinstance(g, dict) and g.get("code_hash") else g
-                                     for g in groups]
+        new_prov["computed_with"] = [part for g in groups for part in _rehashed_group(g, record["chapter"])]
     return dict(record, provenance=new_prov)
+
+
+def _rehashed_group(group, chapter: str) -> list:
+    """A ``computed_with`` group under this scheme's stage code hashes: one group per distinct hash
+    its stages have now (a stage may declare its own code); left as it is without a code hash."""
+    if not isinstance(group, dict) or not group.get("code_hash"):
+        return [group]
+    stages = group.get("stages") or []
+    if not stages:
+        return [dict(group, code_hash=stage_code_hash(chapter))]
+    by_hash: dict[str, list[str]] = {}
+    for stage in stages:
+        by_hash.setdefault(stage_code_hash(stage), []).append(stage)
+    if len(by_hash) == 1:
+        return [dict(group, code_hash=next(iter(by_hash)))]
+    return [dict(group, code_hash=h, stages=sorted(names), entries=None) for h, names in sorted(by_hash.items())]
 
 
 def _computed(record: dict, previous: dict | None, path: Path) -> dict:
@@ -158,7 +175,7 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
-    if complete and complete[-1].get("code_hash") in mine:
+    if complete and complete[-1].get("code_hash") in mine | {_combined_hash(record)}:
         run = pieces.account(log, profile)
         return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
                 "code_hash": (record.get("provenance") or {}).get("code_hash"),
@@ -173,6 +190,15 @@ def _stage_hashes(record: dict) -> set:
     groups = (record.get("provenance") or {}).get("computed_with")
     return {g.get("code_hash") for g in groups if isinstance(g, dict) and g.get("code_hash")} \
         if isinstance(groups, list) else set()
+
+
+def _combined_hash(record: dict) -> str | None:
+    """The compute code hash a run's pieces record, from its stages' code hashes, for a chapter
+    whose stages declare their code (:func:`symlib.book.provenance.combined_code_hash`)."""
+    groups = (record.get("provenance") or {}).get("computed_with")
+    parts = {s: g["code_hash"] for g in groups or [] if isinstance(g, dict) and g.get("code_hash")
+             for s in g.get("stages") or []}
+    return combined_code_hash(parts) if parts else None
 
 
 def glue_key(output: dict) -> str | None:
@@ -261,15 +287,17 @@ def _computed_with_reasons(chapter: str, groups, scheme: int = 1) -> list[str]:
     hashes of the record's :data:`~symlib.book.provenance.HASH_SCHEME`)."""
     if not isinstance(groups, list):
         return []  # a record from before computed_with: unknown, not stale on that account
-    code_now, data_now = stage_code_hash(chapter, scheme=scheme), data_hash()
+    data_now = data_hash()
     reasons = []
-    for name, now in (("code", code_now), ("data", data_now)):
-        other = [g for g in groups if isinstance(g, dict) and g.get(f"{name}_hash") not in (None, now)]
+    code = [(g, now) for g, now in stale_code_groups(chapter, groups, scheme=scheme) if g.get("code_hash") is not None]
+    data = [(g, data_now) for g in groups if isinstance(g, dict) and g.get("data_hash") not in (None, data_now)]
+    for name, other in (("code", code), ("data", data)):
         if other:
-            hashes = ", ".join(sorted({g[f"{name}_hash"] for g in other}))
-            stages = ", ".join(sorted({s for g in other for s in g.get("stages") or []}))
+            hashes = ", ".join(sorted({g[f"{name}_hash"] for g, _ in other}))
+            nows = ", ".join(sorted({now for _, now in other}))
+            stages = ", ".join(sorted({s for g, _ in other for s in g.get("stages") or []}))
             reasons.append(f"its numbers were computed with other {name} (hash {hashes}; this version's "
-                           f"{now}) in {stages or 'some stages'}")
+                           f"{nows}) in {stages or 'some stages'}")
     return reasons
 
 
@@ -353,7 +381,7 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         line += f"; latest: {run['note'].split('; run again')[0]}"
     if (chains := chains_path(chapter, tier)).is_file():
         line += "".join(f"; {_chains_line(r)}" for r in json.loads(chains.read_text()))
-    if run["code_hash"] and run["code_hash"] != stage_code_hash(chapter):
+    if run["code_hash"] and run["code_hash"] != compute_code_hash(chapter):
         line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
                  "starts the run again")
     return line

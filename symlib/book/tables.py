@@ -669,11 +669,12 @@ def older_code_note(meta: dict) -> str:
     checkout's (cache entries kept with ``SYMLIB_KEEP_STALE=1`` or re-rendered with
     ``--cached-only``), from the results file's ``provenance.computed_with``; "" when none."""
     from symlib.book.data import data_hash
-    from symlib.book.provenance import stage_code_hash
+    from symlib.book.provenance import compute_code_hash, stale_code_groups
 
     groups = (meta.get("provenance") or {}).get("computed_with") or []
-    code, data = stage_code_hash(meta["chapter"]), data_hash()
-    older = [g for g in groups if (g.get("code_hash"), g.get("data_hash")) != (code, data)]
+    code, data = compute_code_hash(meta["chapter"]), data_hash()
+    other_code = {id(g) for g, _ in stale_code_groups(meta["chapter"], groups)}
+    older = [g for g in groups if id(g) in other_code or g.get("data_hash") != data]
     if not older:
         return ""
 

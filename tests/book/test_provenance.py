@@ -240,7 +240,11 @@ def test_the_stan_programs_are_in_chapter_4s_stage_hash_and_no_other():
         assert (programs & files) in (set(), programs), chapter
 
 
-def test_under_scheme_3_a_change_to_hmc_leaves_chapter_1_current():
+def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_current():
+    """``symlib.inference``'s ``__init__`` re-exports ``hmc``; a chapter importing a sibling from it
+    (3: ``sgm``) or none (2a) is not made stale by it. Chapter 1 does import it now: its VI runs
+    through ``mfvi_graph.fit_resumable``, which takes ``BudgetExhausted`` and ``remaining_budget``
+    from ``hmc_resumable`` (which imports ``hmc``)."""
     from symlib.book.provenance import (
         SYMLIB,
         _notebook_imports,
@@ -248,7 +252,8 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapter_1_current():
         package_of_chapter,
     )
 
-    for chapter, needs_hmc in (("01_ortho_skip", False), ("02a_symmetry_removal", False), ("05_rebasin_hmc", True)):
+    for chapter, needs_hmc in (("01_ortho_skip", True), ("02a_symmetry_removal", False), ("03_sgm_vi", False),
+                               ("05_rebasin_hmc", True)):
         package = package_of_chapter(chapter)
         start = [p for p in package.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
         notebook = REPO / "notebooks" / f"{chapter}.md"
@@ -334,3 +339,59 @@ def test_the_rendering_modules_pull_no_library_module_into_the_chapters_hashes()
     outside = sorted(p.relative_to(prov.SYMLIB).as_posix() for p in closure
                      if not p.is_relative_to(prov.SYMLIB / "book") and p.name != "__init__.py")
     assert outside == []
+
+
+def _copy_of_symlib(tmp_path, monkeypatch):
+    """A copy of the library's sources that the hashes read (chapters are still imported from the
+    real package: their declarations, not their files)."""
+    import shutil
+
+    fake = tmp_path / "symlib"
+    shutil.copytree(pv.SYMLIB, fake, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    monkeypatch.setattr(pv, "SYMLIB", fake)
+    return fake
+
+
+def test_a_stage_that_declares_its_code_is_hashed_over_that_code_only(tmp_path, monkeypatch):
+    """Chapter 5 declares its stages' code (``STAGE_CODE``): editing its claims leaves its entries
+    and checkpoints current, editing its sampler does not; a chapter declaring nothing keeps one
+    hash for all its stages."""
+    assert pv.declared_stage_code("05_rebasin_hmc-bayes") == ("symlib.chapters.rebasin_hmc.stages",)
+    assert pv.declared_stage_code("05_rebasin_hmc") is None        # a chapter, not a stage
+    assert pv.declared_stage_code("01_ortho_skip-sinc") is None     # chapter 1 declares none
+    fake = _copy_of_symlib(tmp_path, monkeypatch)
+    stage = lambda: pv.stage_code_hash("05_rebasin_hmc-bayes")
+    whole = lambda: pv.stage_code_hash("05_rebasin_hmc")
+    ch1 = lambda: pv.stage_code_hash("01_ortho_skip-sinc")
+    before = {"stage": stage(), "not": pv.stage_code_hash("05_rebasin_hmc-not"), "whole": whole(),
+              "compute": pv.compute_code_hash("05_rebasin_hmc"), "ch1": ch1()}
+    assert before["stage"] != before["whole"] and before["stage"] == before["not"]   # all declare one module
+    assert ch1() == pv.stage_code_hash("01_ortho_skip") == pv.compute_code_hash("01_ortho_skip")
+    with open(fake / "chapters/rebasin_hmc/claims.py", "a") as f:
+        f.write("# a claim's wording changed\n")
+    assert stage() == before["stage"] and pv.compute_code_hash("05_rebasin_hmc") == before["compute"]
+    assert whole() != before["whole"], "the chapter's own hash still sees the claims"
+    with open(fake / "chapters/rebasin_hmc/stages_bayes.py", "a") as f:
+        f.write("# the sampler's evaluation changed\n")
+    assert stage() != before["stage"] and pv.compute_code_hash("05_rebasin_hmc") != before["compute"]
+    assert ch1() == before["ch1"]
+    with open(fake / "inference/hmc_resumable.py", "a") as f:
+        f.write("# the library's sampler changed\n")
+    changed = stage()
+    assert changed != before["stage"]
+    with open(fake / "chapters/rebasin_hmc/views.py", "a") as f:
+        f.write("# a table's layout changed\n")
+    assert stage() == changed
+
+
+def test_computed_with_groups_are_compared_stage_by_stage():
+    bayes, ens = pv.stage_code_hash("05_rebasin_hmc-bayes"), pv.stage_code_hash("05_rebasin_hmc-ensemble")
+    now = [{"code_hash": bayes, "stages": ["05_rebasin_hmc-bayes", "05_rebasin_hmc-ensemble"]},
+           {"code_hash": pv.stage_code_hash("00_symmetries"), "stages": []}]
+    assert bayes == ens and pv.stale_code_groups("05_rebasin_hmc", now[:1]) == []
+    assert pv.stale_code_groups("00_symmetries", now[1:]) == []
+    old = {"code_hash": "0123456789abcdef", "stages": ["05_rebasin_hmc-vi"]}
+    assert pv.stale_code_groups("05_rebasin_hmc", [*now[:1], old, "junk"]) == [(old, bayes)]
+    # a chapter-wide hash (an entry from before the declaration) is stale for a declaring stage
+    wide = {"code_hash": pv.stage_code_hash("05_rebasin_hmc"), "stages": ["05_rebasin_hmc-bayes"]}
+    assert pv.stale_code_groups("05_rebasin_hmc", [wide]) == [(wide, bayes)]

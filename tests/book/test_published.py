@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from symlib.book import published as pub
-from symlib.book.provenance import profile_hash, stage_code_hash
+from symlib.book.provenance import compute_code_hash, profile_hash, stage_code_hash
 from symlib.book.results import ChapterResults, precondition
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
@@ -233,6 +233,28 @@ def test_a_rerender_of_new_code_takes_its_account_from_the_pieces_file(tmp_path)
     assert pub._computed(record("aaaa"), old, path) == old["computed"]      # same code: carried over
 
 
+def test_a_rerender_of_a_chapter_whose_stages_declare_their_code_finds_its_pieces(tmp_path):
+    """Chapter 5's stages declare their code: its pieces record the compute code hash (one of all
+    its stages'), which a re-render's record gives back from its stages' hashes."""
+    from symlib.book import pieces
+
+    experiments = ("05_rebasin_hmc-bayes", "05_rebasin_hmc-ensemble", "05_rebasin_hmc-not", "05_rebasin_hmc-vi")
+    groups = [{"code_hash": stage_code_hash(experiments[0]), "stages": list(experiments), "entries": 6}]
+    record = {"chapter": "05_rebasin_hmc", "profile": "paper", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": groups}}
+    path = tmp_path / "results" / "05_rebasin_hmc.json"
+    assert pub._combined_hash(record) == compute_code_hash("05_rebasin_hmc") != groups[0]["code_hash"]
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=400.0, outcome="budget",
+                     directory=tmp_path / "results", code_hash=compute_code_hash("05_rebasin_hmc"))
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=200.0, outcome="complete",
+                     directory=tmp_path / "results", code_hash=compute_code_hash("05_rebasin_hmc"))
+    got = pub._computed(record, None, path)
+    assert got["pieces"]["pieces"] == 2 and got["compute_time"] == "600 s" and got["device"] == "cuda (H100)"
+    other = dict(record, provenance={"code_hash": "nb", "computed_with": [dict(groups[0], code_hash="0" * 16)]})
+    with pytest.raises(ValueError, match="neither an earlier published record"):
+        pub._computed(other, None, path)
+
+
 def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch):
     from symlib.book import pieces
 
@@ -240,7 +262,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     assert pub.progress_summary("05_rebasin_hmc") is None
     results = tmp_path / "results"
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=240, outcome="budget",
-                     directory=results, code_hash=stage_code_hash("05_rebasin_hmc"), note="chapter 5's HMC: stopped at its time budget after "
+                     directory=results, code_hash=compute_code_hash("05_rebasin_hmc"), note="chapter 5's HMC: stopped at its time budget after "
                      "piece 1, 727 transitions done; run again to continue from its checkpoint",
                      started=datetime(2026, 11, 27, 18, 0, tzinfo=UTC))
     src = pieces.pieces_path("05_rebasin_hmc", results)

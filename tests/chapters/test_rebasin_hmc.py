@@ -374,11 +374,11 @@ def test_mixing_lays_chains_side_by_side():
     gen = np.random.default_rng(0)
     per_chain = gen.normal(size=(3, 40, 2)) + np.array([0.0, 0.0, 5.0])[:, None, None]   # chain 2 elsewhere
     interleaved = per_chain.transpose(1, 0, 2).reshape(120, 2)             # stored (iteration, chain)
-    got = stages_bayes._mixing(interleaved, np.tile(np.arange(3), 40), 3)
+    got = stages_bayes.mixing(interleaved, np.tile(np.arange(3), 40), 3)
     want = summary(per_chain)
     assert got == {"rhat": want.rhat_max, "bulk_ess": want.bulk_ess_min, "tail_ess": want.tail_ess_min}
     assert got["rhat"] > 1.5
-    assert all(np.isnan(v) for v in stages_bayes._mixing(interleaved[:6], np.tile(np.arange(3), 2), 3).values())
+    assert all(np.isnan(v) for v in stages_bayes.mixing(interleaved[:6], np.tile(np.arange(3), 2), 3).values())
 
 
 def test_tables_prose_facts_and_figures(results):

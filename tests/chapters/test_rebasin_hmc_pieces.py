@@ -254,3 +254,34 @@ def test_progress_of_a_run_in_pieces_is_read_from_its_checkpoint(tmp_path):
     assert [r["run"] for r in records] == ["main", "fixed step"]
     with pytest.raises(ValueError, match="not a chapter-5 HMC checkpoint name"):
         checkpoint_progress(tmp_path / "run" / "ck.pt")
+
+
+def test_checkpoint_names_give_back_their_run():
+    """:func:`stages.checkpoint_run` inverts the names :func:`stages.checkpoint_path` gives, for
+    every variant (a name with a comma included) and the main run."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from symlib.book.chapter import ProfileView
+    from symlib.chapters.rebasin_hmc import stages
+    from symlib.chapters.rebasin_hmc.profiles import PROFILES
+
+    profile = PROFILES["smoke"]
+    view = ProfileView(profile, stages.ROBUST_FIELDS, "test")
+    ctx = SimpleNamespace(chapter="05_rebasin_hmc", config=view, run_seed=0, device="cpu")
+    paths = {run: stages.checkpoint_path(ctx, run) for run in (None, *stages.HMC_VARIANTS)}
+    assert len({p.name for p in paths.values()}) == len(paths)
+    for run, path in paths.items():
+        assert stages.checkpoint_run(path) == (run or "main", path.stem.rsplit("-", 1)[1])
+    for bad in ("05_rebasin_hmc-bayes-sideways-0123456789abcdef.pt", "ck.pt"):
+        with pytest.raises(ValueError, match="not a chapter-5 HMC checkpoint name"):
+            stages.checkpoint_run(bad)
+    # the checkpoint is named by the run's own settings: the profile's list of variants is not one
+    other = ProfileView(dataclasses.replace(profile, robust_hmc=("no warm start",)), stages.ROBUST_FIELDS, "test")
+    assert stages.checkpoint_path(SimpleNamespace(**{**ctx.__dict__, "config": other}), "fixed step") == paths["fixed step"]
+    # a variant's settings are the same from the profile and from the stage's view of it
+    for name in stages.HMC_VARIANTS:
+        got = stages.variant_config(view, name).fields()
+        want = stages.variant_config(profile, name)
+        assert got == {f: getattr(want, f) for f in stages.ROBUST_FIELDS}
+        assert want.hmc_chains >= stages.ROBUST_MIN_CHAINS

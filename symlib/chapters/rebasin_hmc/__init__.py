@@ -11,7 +11,13 @@ from symlib.book.chapter import Chapter
 from symlib.chapters.rebasin_hmc import claims as _claims  # the package's .claims stays the module
 from symlib.chapters.rebasin_hmc.paper import PAPER_SETTINGS, REPORTED, reported
 from symlib.chapters.rebasin_hmc.profiles import PROFILES, RebasinHMCProfile
-from symlib.chapters.rebasin_hmc.stages import BAYES_FIELDS, HMC_VARIANTS, NOT_FIELDS, STAGES
+from symlib.chapters.rebasin_hmc.stages import (
+    BAYES_FIELDS,
+    HMC_VARIANTS,
+    NOT_FIELDS,
+    STAGE_CODE,
+    STAGES,
+)
 from symlib.chapters.rebasin_hmc.stages_bayes import METHODS
 from symlib.chapters.rebasin_hmc.views import QUOTES, VIEWS, timing_notes
 
@@ -24,6 +30,7 @@ __all__ = [
     "PAPER_SETTINGS",
     "PROFILES",
     "REPORTED",
+    "STAGE_CODE",
     "RebasinHMCProfile",
     "reported",
 ]

@@ -32,7 +32,7 @@ from symlib.book.chapter import RunResults, Sweep, sized_to_judge
 from symlib.book.preconditions import accuracy_reached, chains_mixed, plateaued
 from symlib.book.results import Claim, Column, Erratum, Precondition, outcome, precondition
 from symlib.chapters.rebasin_hmc.paper import reported
-from symlib.chapters.rebasin_hmc.stages import HMC_VARIANTS, ROBUST_MIN_CHAINS
+from symlib.chapters.rebasin_hmc.stages import ROBUST_MIN_CHAINS, variant_config
 
 __all__ = ["ACC", "ERRATA", "EXPLORATION_MIN", "PAPER_EXPLORATION", "PAPER_HMC_GRAD_EVALS", "ROBUST_CHAINS",
            "ROBUST_SEEDS", "SECTIONS", "SOURCES", "SWEEPS", "bayes_claims", "claims", "not_claims",
@@ -113,10 +113,7 @@ def robust_run(results: RunResults) -> tuple[str, dict, object] | None:
 
 def _variant_config(config, name: str):
     """The settings of HMC variant ``name``, as the ``robust`` stage ran it (None: unknown)."""
-    if config is None:
-        return None
-    variant = replace(config, **HMC_VARIANTS[name])
-    return replace(variant, hmc_chains=max(variant.hmc_chains, ROBUST_MIN_CHAINS))
+    return None if config is None else variant_config(config, name)
 
 
 def _robust_from(main: Claim, other: Claim, name: str, chains: int) -> Claim:

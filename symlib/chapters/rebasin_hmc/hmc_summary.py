@@ -95,15 +95,32 @@ class HMCSummary:
 
     def sample_accuracy(self) -> np.ndarray:
         """Each draw's test accuracy, in draw order."""
-        return np.concatenate(self.accuracy) if self.accuracy else np.empty(0)
+        return self.kept_draws(self.state_lists())["accuracy"]
 
     def sample_logits(self) -> np.ndarray:
         """Each draw's logits at the first ``mix_points`` test images, ``(draws, mix_points, K)``."""
-        return np.concatenate(self.logits)
+        return self.kept_draws(self.state_lists())["logits"]
 
     def sample_chain(self) -> np.ndarray:
         """The chain of each draw."""
-        return np.concatenate(self.chains) if self.chains else np.empty(0, dtype=np.int64)
+        return self.kept_draws(self.state_lists())["chains"]
+
+    def state_lists(self) -> dict:
+        """The per-step lists of the draws kept so far (as :meth:`state_dict` stores them)."""
+        return {"accuracy": self.accuracy, "logits": self.logits, "chains": self.chains}
+
+    @staticmethod
+    def kept_draws(state: dict) -> dict[str, np.ndarray]:
+        """The draws a summary kept, from its :meth:`state_dict` (a checkpoint's, read without
+        building a summary) or :meth:`state_lists`: ``accuracy`` (each draw's test accuracy),
+        ``logits`` (``(draws, mix_points, K)``) and ``chains`` (each draw's chain), in draw order;
+        empty arrays before any draw."""
+        def joined(parts, empty):
+            return np.concatenate(parts) if parts else empty
+
+        return {"accuracy": joined(state["accuracy"], np.empty(0)),
+                "logits": joined(state["logits"], np.empty((0,))),
+                "chains": joined(state["chains"], np.empty(0, dtype=np.int64))}
 
     def _require(self, n: int) -> None:
         if self.count < n:

@@ -18,23 +18,22 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from symlib.chapters.rebasin_hmc.stages_bayes import _mixing
+from symlib.chapters.rebasin_hmc.hmc_summary import HMCSummary
+from symlib.chapters.rebasin_hmc.stages import checkpoint_run
+from symlib.chapters.rebasin_hmc.stages_bayes import mixing
 
 __all__ = ["checkpoint_progress", "write_progress"]
 
-_NAME = re.compile(r"^(?P<chapter>.+)-bayes-(?P<run>.+)-(?P<digest>[0-9a-f]{16})\.pt$")
-
 
 def checkpoint_progress(path: str | Path) -> dict:
-    """One HMC checkpoint's progress: ``run`` (``"main"`` or the variant, as in the file name),
-    ``digest``, ``chains``, ``transitions`` done of ``total`` (``burn_in`` of them burn-in),
+    """One HMC checkpoint's progress: ``run`` (``"main"`` or the variant's name), ``digest``,
+    ``chains``, ``transitions`` done of ``total`` (``burn_in`` of them burn-in),
     ``draws_per_chain`` kept of ``draws_target``, ``grad_evals_per_chain``, mean ``accept``
     over the sampling transitions done (None before any), ``rhat`` / ``bulk_ess`` / ``tail_ess``
     of the kept draws' logits (None with fewer than 4 per chain, 8 for one chain), and
@@ -45,8 +44,7 @@ def checkpoint_progress(path: str | Path) -> dict:
         ValueError: ``path`` is not a chapter-5 HMC checkpoint (name or content).
     """
     path = Path(path)
-    if (m := _NAME.match(path.name)) is None:
-        raise ValueError(f"{path.name}: not a chapter-5 HMC checkpoint name (<chapter>-bayes-<run>-<digest>.pt)")
+    run, digest = checkpoint_run(path)
     saved = torch.load(path, map_location="cpu", weights_only=False)
     acc = saved.get("accumulated") if isinstance(saved, dict) else None
     if not isinstance(acc, dict) or "logits" not in acc or "settings" not in saved:
@@ -55,22 +53,21 @@ def checkpoint_progress(path: str | Path) -> dict:
     chains, done = int(s["n_chains"]), int(saved["it"])
     total = int(s["n_burnin"]) + int(s["n_samples"]) * int(s["thin"])
     sampling = np.asarray(saved["history"]["accept_prob"])[int(s["n_burnin"]):done]
-    logits = np.concatenate(acc["logits"]) if acc["logits"] else np.empty((0,))
-    chain_of = np.concatenate(acc["chains"]) if acc["chains"] else np.empty(0, dtype=np.int64)
-    accuracy = np.concatenate(acc["accuracy"]) if acc["accuracy"] else np.empty(0)
-    mixing = _mixing(logits, chain_of, chains) if len(chain_of) else {"rhat": math.nan}
+    draws = HMCSummary.kept_draws(acc)
+    logits, chain_of, accuracy = draws["logits"], draws["chains"], draws["accuracy"]
+    mixed = mixing(logits, chain_of, chains) if len(chain_of) else {"rhat": math.nan}
 
     def num(x):
         return None if x is None or not math.isfinite(x) else float(x)
 
     return {
-        "run": m["run"].replace("_", " "), "digest": m["digest"], "chains": chains,
+        "run": run, "digest": digest, "chains": chains,
         "transitions": done, "total": total, "burn_in": int(s["n_burnin"]),
         "draws_per_chain": len(chain_of) // chains, "draws_target": int(s["n_samples"]),
         "grad_evals_per_chain": int(saved["n_grad"]), "leapfrog": int(s["n_leapfrog"]),
         "accept": num(float(sampling.mean())) if sampling.size else None,
-        "rhat": num(mixing.get("rhat")), "bulk_ess": num(mixing.get("bulk_ess")),
-        "tail_ess": num(mixing.get("tail_ess")),
+        "rhat": num(mixed.get("rhat")), "bulk_ess": num(mixed.get("bulk_ess")),
+        "tail_ess": num(mixed.get("tail_ess")),
         "accuracy": num(100 * float(accuracy.mean())) if accuracy.size else None,
         "quantity": f"the logits at {logits.shape[1] if logits.ndim == 3 else 0} test images",
     }

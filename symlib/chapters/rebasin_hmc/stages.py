@@ -19,6 +19,7 @@ common random numbers, so a variant differs from the main run by its HMC setting
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 import torch
 
 from symlib.book import cache
-from symlib.book.chapter import Stage
+from symlib.book.chapter import ProfileView, Stage
 from symlib.book.data import data_fingerprint
 from symlib.book.streams import Stream
 from symlib.chapters.rebasin_hmc.stages_bayes import bayes_experiment, fit_ensemble, fit_vi
@@ -43,8 +44,12 @@ __all__ = [
     "ROBUST_FIELDS",
     "ROBUST_MIN_CHAINS",
     "STAGES",
+    "STAGE_CODE",
     "VERSION",
     "VI_FIELDS",
+    "checkpoint_path",
+    "checkpoint_run",
+    "variant_config",
 ]
 
 VERSION = "3"
@@ -119,17 +124,53 @@ CHECKPOINT_MAX_BYTES = 48 << 20
 paper's width, which a GPU piece returns in two files."""
 
 
+def variant_config(config, name: str):
+    """The settings HMC variant ``name`` runs with: ``config`` (a profile or a stage's view) with
+    the variant's :data:`HMC_VARIANTS` entry and at least :data:`ROBUST_MIN_CHAINS` chains."""
+
+    def changed(c, **changes):
+        return c.replace(**changes) if isinstance(c, ProfileView) else dataclasses.replace(c, **changes)
+
+    variant = changed(config, **HMC_VARIANTS[name])
+    return changed(variant, hmc_chains=max(variant.hmc_chains, ROBUST_MIN_CHAINS))
+
+
+def _run_name(variant: str | None) -> str:
+    """A run's name in its checkpoint's file name (``"main"``, ``"adapted_step_jittered"``)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", variant or "main").strip("_")
+
+
+_CHECKPOINT_NAME = re.compile(r"^(?P<chapter>.+)-bayes-(?P<run>.+)-(?P<digest>[0-9a-f]{16})\.pt$")
+
+
 def checkpoint_path(ctx, variant: str | None = None) -> Path:
     """Where the ``bayes`` stage (or its ``robust`` ``variant``) checkpoints HMC:
-    ``<cache>/checkpoints/<chapter>-bayes-<variant>-<digest>.pt``. The digest is of everything
-    the chains depend on (the stage's profile fields, the run seed, the device, the data files
-    and the stage code hash), so a checkpoint of other settings or code is never continued."""
-    ident = {"chapter": ctx.chapter, "variant": variant, "fields": ctx.config.fields(), "seed": ctx.run_seed,
-             "device": cache.device_key(ctx.device), "data": _files(ctx.config),
+    ``<cache>/checkpoints/<chapter>-bayes-<run>-<digest>.pt``. The digest is of everything the
+    chains depend on: the run's HMC settings (the ``bayes`` stage's fields, with the variant's
+    changes), the run seed, the device, the data files and the ``bayes`` stage's code hash (the
+    modules :data:`STAGE_CODE` declares, not the claims or texts), so a checkpoint of other
+    settings or sampler code is never continued, and one of this sampler survives other edits."""
+    run = ctx.config if variant is None else variant_config(ctx.config, variant)
+    ident = {"chapter": ctx.chapter, "variant": variant, "fields": {f: getattr(run, f) for f in BAYES_FIELDS},
+             "seed": ctx.run_seed, "device": cache.device_key(ctx.device), "data": _files(ctx.config),
              "code": cache.fingerprint(f"{ctx.chapter}-bayes")}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    name = re.sub(r"[^A-Za-z0-9]+", "_", variant or "main").strip("_")
-    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-bayes-{name}-{digest}.pt"
+    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-bayes-{_run_name(variant)}-{digest}.pt"
+
+
+def checkpoint_run(path: str | Path) -> tuple[str, str]:
+    """The run (``"main"`` or the :data:`HMC_VARIANTS` name) and the digest of a checkpoint that
+    :func:`checkpoint_path` named.
+
+    Raises:
+        ValueError: ``path`` is not such a name.
+    """
+    runs = {_run_name(v): v for v in HMC_VARIANTS} | {"main": "main"}
+    m = _CHECKPOINT_NAME.match(Path(path).name)
+    if m is None or m["run"] not in runs:
+        raise ValueError(f"{Path(path).name}: not a chapter-5 HMC checkpoint name (<chapter>-bayes-<run>-<digest>.pt, "
+                         f"run one of {sorted(runs)})")
+    return runs[m["run"]], m["digest"]
 
 
 def _bayes_in_pieces(ctx, config, variant: str | None) -> dict:
@@ -156,8 +197,7 @@ def _variants(config) -> tuple[str, ...]:
 def robust_variant(ctx, name: str) -> dict:
     """One item of the ``robust`` stage: the ``bayes`` stage's comparison under HMC variant ``name``,
     with at least :data:`ROBUST_MIN_CHAINS` chains."""
-    config = ctx.config.replace(**HMC_VARIANTS[name])
-    return _bayes_in_pieces(ctx, config.replace(hmc_chains=max(config.hmc_chains, ROBUST_MIN_CHAINS)), name)
+    return _bayes_in_pieces(ctx, variant_config(ctx.config, name), name)
 
 
 STAGES = (
@@ -174,3 +214,10 @@ ensemble and VI inside the first ``bayes`` entry it missed and cached them only 
 they are stages of their own now (cached, so a run that hits every ``bayes`` entry fits
 neither). A ``robust`` item's key is the stage's key (the profile's own HMC fields and
 ``robust_hmc``) plus the variant's name."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.rebasin_hmc.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
+and what it imports (``stages_not``, ``stages_bayes``, ``hmc_summary`` and the library's
+samplers, networks and metrics), not ``claims``, ``views``, ``figures``, ``paper``, ``profiles``
+or ``progress``. So an edit of the claims or texts leaves the cached entries current and lets a
+`paper` run in GPU pieces continue its chains; an edit of the sampler restarts them."""

@@ -29,7 +29,7 @@ from symlib.inference.vi_classifier import fit_classifier
 from symlib.metrics.mcmc import summary
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 
-__all__ = ["METHODS", "MIX_POINTS", "ROWS", "bayes_experiment", "fit_ensemble", "fit_vi"]
+__all__ = ["METHODS", "MIX_POINTS", "ROWS", "bayes_experiment", "fit_ensemble", "fit_vi", "mixing"]
 
 MIX_POINTS = 20
 """Test images whose logits under every HMC sample measure mixing (R-hat, ESS): the logits are
@@ -234,7 +234,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
 
     n_samples = summary_.count
     chains = summary_.sample_chain()
-    mixing = _mixing(summary_.sample_logits(), chains, config.hmc_chains)
+    mixing_ = mixing(summary_.sample_logits(), chains, config.hmc_chains)
     return {
         "table": table,
         "weight_matched": weight_matched,
@@ -260,7 +260,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
             "nots_to_reference": np.asarray(hmc_nots),
             "nots_to_reference_weight": np.asarray(hmc_nots_w),
             "sample_accuracy": sample_acc,
-            "mixing": mixing,
+            "mixing": mixing_,
             "n_params": spec.n_params,
         },
         "ensemble": {"member_accuracy": member_acc, "nots_to_reference": np.asarray(ens_nots)},
@@ -273,7 +273,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
     }
 
 
-def _mixing(logits: np.ndarray, chain_of: np.ndarray, n_chains: int) -> dict[str, float]:
+def mixing(logits: np.ndarray, chain_of: np.ndarray, n_chains: int) -> dict[str, float]:
     """Worst split R-hat, bulk and tail ESS of the samples' logits, chains laid side by side.
 
     NaN where there are too few draws to compute them (fewer than 4 per chain).
