@@ -167,13 +167,12 @@ def declared_stage_code(experiment: str) -> tuple[str, ...] | None:
     import importlib
 
     chapter = chapter_of(experiment)
-    folder = package_of_chapter(chapter)
-    if folder is None or experiment == chapter:
+    spec = None if experiment == chapter else declared(chapter)
+    if spec is None:
         return None
-    package = importlib.import_module(f"symlib.chapters.{folder.name}")
-    table = getattr(package, STAGE_CODE_ATTRIBUTE, None)
-    spec = getattr(package, "CHAPTER", None)
-    if not table or spec is None:
+    table = getattr(importlib.import_module(f"symlib.chapters.{package_of_chapter(chapter).name}"),
+                    STAGE_CODE_ATTRIBUTE, None)
+    if not table:
         return None
     found = {tuple(table[s.name]) for s in spec.stages if s.experiment_name(chapter) == experiment and s.name in table}
     others = [s.name for s in spec.stages if s.experiment_name(chapter) == experiment and s.name not in table]
