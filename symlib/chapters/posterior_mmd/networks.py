@@ -20,6 +20,7 @@ from symlib.chapters.symmetry_removal.reference import (
     LEARNED_ACCURACY,
     MNIST_MEAN,
     MNIST_SD,
+    mnist_source,
     optunet_restart_rule,
 )
 from symlib.inference import posteriors as post
@@ -48,13 +49,15 @@ TRAIN_FIELDS = ("reference_models", "ensemble_models", "epochs", "optimizer", "l
 def load_data(config, *, ood: bool = True) -> dict[str, torch.Tensor]:
     """Normalised MNIST images ``(N, 1, 28, 28)`` and (``ood``) the OOD set, normalised the same way.
 
-    Reads ``config.mnist_source`` and, with ``ood``, ``config.ood_source`` and
-    ``config.ood_points``: a stage that sees no OOD input loads with ``ood=False`` and need not
-    declare those fields. The OOD set (:func:`symlib.chapters.posterior_mmd.ood.inputs`:
-    Fashion-MNIST's test images or the grey-patch stand-in) is drawn from its own fixed seed, so
-    loading it or not moves no other number.
+    Reads ``config.mnist_source`` (resolved by
+    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`) and, with ``ood``,
+    ``config.ood_source`` and ``config.ood_points``: a stage that sees no OOD input loads with
+    ``ood=False`` and need not declare those fields. The OOD set
+    (:func:`symlib.chapters.posterior_mmd.ood.inputs`: Fashion-MNIST's test images or the
+    grey-patch stand-in) is drawn from its own fixed seed, so loading it or not moves no other
+    number.
     """
-    data = load_mnist(config.mnist_source, flatten=False)
+    data = load_mnist(mnist_source(config), flatten=False)
 
     def norm(x):
         return (x - MNIST_MEAN) / MNIST_SD

