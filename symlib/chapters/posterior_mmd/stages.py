@@ -38,7 +38,7 @@ from symlib.chapters.posterior_mmd.networks import TRAIN_FIELDS, load_data, trai
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
 from symlib.chapters.symmetry_removal.reference import mnist_source
 
-__all__ = ["CACHE_VERSION", "STAGES"]
+__all__ = ["CACHE_VERSION", "STAGES", "STAGE_CODE"]
 
 CACHE_VERSION = "4"  # 4: the authors' restart rule; 3: training on the grouped-convolution loss
 """The version of every stage (the one version the chapter had before the contract)."""
@@ -122,3 +122,9 @@ STAGES = (
 )
 """Chapter 2b's stages, in the order the old ``run`` computed them, each cached on its own under
 its old experiment (``02b_posterior_mmd-<name>``)."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.posterior_mmd.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
+and what it imports (``networks``, ``sampling``, ``evaluation``, ``ood``, chapter 2a's ``reference`` and the library's networks, samplers and metrics), not ``claims``, ``views``, ``paper``, ``profiles`` or ``robustness``. So an edit of the claims or texts leaves
+the cached entries current and a `paper` run in GPU pieces continues; an edit of what computes
+restarts it."""

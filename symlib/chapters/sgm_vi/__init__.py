@@ -16,11 +16,11 @@ from symlib.chapters.sgm_vi import claims as _claims  # the package's .claims st
 from symlib.chapters.sgm_vi import mode_interpolation, mode_proximity
 from symlib.chapters.sgm_vi.paper import REPORTED, reported
 from symlib.chapters.sgm_vi.profiles import PROFILES, SGMProfile
-from symlib.chapters.sgm_vi.stages import STAGES
+from symlib.chapters.sgm_vi.stages import STAGE_CODE, STAGES
 from symlib.chapters.sgm_vi.sweeps import SWEEPS
 from symlib.chapters.sgm_vi.views import QUOTES, VIEWS
 
-__all__ = ["CHAPTER", "PROFILES", "REPORTED", "SGMProfile", "mode_interpolation", "mode_proximity", "reported"]
+__all__ = ["CHAPTER", "PROFILES", "REPORTED", "STAGE_CODE", "SGMProfile", "mode_interpolation", "mode_proximity", "reported"]
 
 CHAPTER = Chapter(
     name="03_sgm_vi",

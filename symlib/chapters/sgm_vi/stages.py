@@ -30,7 +30,7 @@ from symlib.chapters.sgm_vi.stages_geometry import interpolation_experiment, pro
 from symlib.chapters.sgm_vi.stages_mnist import cost_experiment, mnist_experiment, mnist_source
 from symlib.chapters.sgm_vi.stages_toy import toy_experiment
 
-__all__ = ["PART_FIELDS", "STAGES", "VERSION", "part_of", "robustness_items"]
+__all__ = ["PART_FIELDS", "STAGES", "STAGE_CODE", "VERSION", "part_of", "robustness_items"]
 
 VERSION = "3"  # 2: SGM ratios through the cost rule's path; 3: objective curves kept for the plateau check
 """The experiments' version, carried over from before the chapter contract."""
@@ -123,3 +123,9 @@ STAGES = (
 )
 """Chapter 3's stages in the order the old ``run`` computed them (each experiment builds its own
 generators, so the order moves no number)."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.sgm_vi.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
+and what it imports (``stages_toy``, ``stages_mnist``, ``stages_geometry``, the mode modules, ``rng``, ``paper`` and the library's SGM and MFVI code), not ``claims``, ``views``, ``figures``, ``profiles`` or ``sweeps``. So an edit of the claims or texts leaves
+the cached entries current and a `paper` run in GPU pieces continues; an edit of what computes
+restarts it."""

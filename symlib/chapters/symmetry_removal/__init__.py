@@ -23,7 +23,7 @@ from symlib.chapters.symmetry_removal.optunets import (
 )
 from symlib.chapters.symmetry_removal.profiles import PROFILES, SymmetryRemovalProfile
 from symlib.chapters.symmetry_removal.robustness import SWEEPS, paper_only_settings
-from symlib.chapters.symmetry_removal.stages import ROBUSTNESS_CHOICES, STAGES
+from symlib.chapters.symmetry_removal.stages import ROBUSTNESS_CHOICES, STAGE_CODE, STAGES
 from symlib.chapters.symmetry_removal.toy import toy_posterior
 from symlib.chapters.symmetry_removal.views import QUOTES, VIEWS
 
@@ -31,6 +31,7 @@ __all__ = [
     "CHAPTER",
     "PROFILES",
     "ROBUSTNESS_CHOICES",
+    "STAGE_CODE",
     "SymmetryRemovalProfile",
     "kendall_tau",
     "ks_min_p",

@@ -38,7 +38,7 @@ from symlib.chapters.symmetry_removal.optunets import (
 from symlib.chapters.symmetry_removal.reference import mnist_source
 from symlib.chapters.symmetry_removal.toy import toy_posterior
 
-__all__ = ["CACHE_VERSION", "ROBUSTNESS_CHOICES", "STAGES", "robustness_settings", "sweep_setting"]
+__all__ = ["CACHE_VERSION", "ROBUSTNESS_CHOICES", "STAGES", "STAGE_CODE", "robustness_settings", "sweep_setting"]
 
 CACHE_VERSION = "4"
 """The cached stages' version: 4, OptuNets trained with the authors' restart rule (3: the
@@ -170,3 +170,9 @@ STAGES = (
 )
 """Chapter 2a's stages, in the order the old ``run`` computed them (each has its own generator,
 so neither the order nor the split moves a number)."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.symmetry_removal.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
+and what it imports (``optunets``, ``reference``, ``toy``, chapter 0's stages and the library's networks and symmetry code), not ``claims``, ``views``, ``figures``, ``paper``, ``profiles`` or ``robustness``. So an edit of the claims or texts leaves
+the cached entries current and a `paper` run in GPU pieces continues; an edit of what computes
+restarts it."""
