@@ -4,6 +4,8 @@ import dataclasses
 import json
 import pathlib
 
+import pytest
+
 from symlib.book import provenance as pv
 from symlib.book.results import ChapterResults
 from symlib.chapters.ortho_skip.profiles import PROFILES as CH1
@@ -395,3 +397,28 @@ def test_computed_with_groups_are_compared_stage_by_stage():
     # a chapter-wide hash (an entry from before the declaration) is stale for a declaring stage
     wide = {"code_hash": pv.stage_code_hash("05_rebasin_hmc"), "stages": ["05_rebasin_hmc-bayes"]}
     assert pv.stale_code_groups("05_rebasin_hmc", [wide]) == [(wide, bayes)]
+
+
+@pytest.mark.parametrize("chapter", ["02a_symmetry_removal", "02b_posterior_mmd", "03_sgm_vi", "05_rebasin_hmc"])
+def test_a_declared_stage_code_covers_every_stage_function_and_no_claim_or_text(chapter):
+    """Each chapter that declares its stages' code (``STAGE_CODE``) declares every stage, and the
+    closure of what it declares holds the module that defines each stage's function (a stage
+    computed in a module outside it would go unhashed), and neither the claims, the views nor
+    the figures (whose edits must leave a GPU run in pieces current)."""
+    import functools
+    import inspect
+
+    spec = pv.declared(chapter)
+    package = pv.package_of_chapter(chapter)
+    closures = set()
+    for stage in spec.stages:
+        modules = pv.declared_stage_code(stage.experiment_name(chapter))
+        assert modules, (chapter, stage.name)
+        closure = pv.import_closure_precise([pv._module_file(m, pv.SYMLIB.parent) for m in modules])
+        fn = stage.compute.func if isinstance(stage.compute, functools.partial) else stage.compute
+        assert pathlib.Path(inspect.getsourcefile(fn)).resolve() in {p.resolve() for p in closure}, (chapter, stage.name)
+        closures.add(frozenset(closure))
+    for closure in closures:
+        names = {p.name for p in closure if p.parent == package}
+        assert not names & {"claims.py", "views.py", "figures.py"}, (chapter, sorted(names))
+    assert pv.stage_code_hash(spec.stages[0].experiment_name(chapter)) != pv.stage_code_hash(chapter)

