@@ -92,6 +92,8 @@ def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         (fake / rel).write_text(text)
     monkeypatch.setattr(pv, "SYMLIB", fake)
+    # the chapter-wide hash, as for a chapter that declares no stage code (2a now declares its own)
+    monkeypatch.setattr(pv, "declared_stage_code", lambda experiment: None)
     assert pv.package_of_chapter("02a_symmetry_removal") == fake / "chapters" / "symmetry_removal"
     assert pv.package_of_chapter("07_missing") is None and pv.package_of_chapter("exp") is None
     assert pv.chapter_of("02a_symmetry_removal-optunets") == "02a_symmetry_removal"
