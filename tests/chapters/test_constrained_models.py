@@ -48,7 +48,8 @@ def test_smoke_run_is_cached_and_restores_threads(results):
     assert torch.get_num_threads() == before
     assert again["boston"]["splits"][0]["constrained"]["mse"] == results["boston"]["splits"][0]["constrained"]["mse"]
     parts = {p.name for p in cache_dir().iterdir() if p.name.startswith(CHAPTER.name)}
-    assert parts == {f"{CHAPTER.name}-{k}" for k in ("prior", "synth", "boston_fits", "robust")}  # compile, boston: not cached
+    # compile, boston, robust: not cached; robust_boston_fits: no items in smoke (no robust_boston)
+    assert parts == {f"{CHAPTER.name}-{k}" for k in ("prior", "synth", "boston_fits", "robust_synth")}
     fits = list((cache_dir() / f"{CHAPTER.name}-boston_fits").glob("*.pt"))
     assert len(fits) == len(ch4.boston_tasks(SMOKE)) == SMOKE.boston_splits * 3  # one entry per fit
 
@@ -90,12 +91,63 @@ def test_boston_stage_equals_the_experiment_and_resumes_a_stopped_run(results, t
     assert again["boston"]["splits"][1]["constrained"]["mse"] == results["boston"]["splits"][1]["constrained"]["mse"]
 
 
+def test_robust_stages_equal_the_experiment_one_entry_per_boston_fit_and_resume(tmp_path, monkeypatch):
+    """With ``robust_boston`` (the `paper` profile), the robustness stage's Boston fits are one cache
+    entry each (``robust_boston_fits``) and ``robust`` joins them, with the synthetic fits, into
+    exactly what :func:`robustness_experiment` gives in one go; a run stopped by a failing fit keeps
+    the fits it finished and the next computes only the rest."""
+    import dataclasses
+
+    from symlib.chapters.constrained_models import stages
+
+    profile = dataclasses.replace(SMOKE, robust_boston=True)
+    items = stages.robust_boston_items(profile)
+    assert items == [(w, s, k) for w in profile.robust_w_scales for s in range(profile.boston_splits)
+                     for k in ch4.BOSTON_MODELS]                      # no authors' angle prior refitted
+    assert stages.robust_boston_items(SMOKE) == []
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    calls, real = [], stages.boston_fit
+
+    def robust(variant) -> bool:  # a fit of the robustness stage (another weight prior scale)
+        return variant.boston_w_scale != profile.boston_w_scale
+
+    def stop_at_second_split(variant, seed, split, key):
+        if robust(variant) and split == 1:
+            raise RuntimeError("stopped")
+        return real(variant, seed, split, key)
+
+    monkeypatch.setattr(stages, "boston_fit", stop_at_second_split)
+    with pytest.raises(RuntimeError, match="stopped"):
+        CHAPTER.run_stages(profile, seed=0)
+    folder = tmp_path / f"{CHAPTER.name}-robust_boston_fits"
+    assert len(list(folder.glob("*.pt"))) == 2                      # split 0's two fits
+    monkeypatch.setattr(stages, "boston_fit",
+                        lambda v, *a: (robust(v) and calls.append((v.boston_w_scale, *a[1:]))) or real(v, *a))
+    staged = CHAPTER.run_stages(profile, seed=0)["robust"]
+    assert sorted(calls) == [(w, 1, k) for w in profile.robust_w_scales for k in sorted(ch4.BOSTON_MODELS)]
+    assert len(list(folder.glob("*.pt"))) == len(items)
+    monkeypatch.setattr(stages, "boston_fit", real)
+    with torch_threads(SMOKE.threads):
+        whole = ch4.robustness_experiment(profile, 0, jobs=1)
+    assert list(staged["boston"]) == list(whole["boston"]) == list(profile.robust_w_scales)
+    for w in profile.robust_w_scales:
+        assert [r.keys() for r in staged["boston"][w]] == [r.keys() for r in whole["boston"][w]]
+        for a, b in zip(staged["boston"][w], whole["boston"][w], strict=True):
+            assert (a["split"], a["n_test"]) == (b["split"], b["n_test"])
+            for key in ch4.BOSTON_MODELS:
+                assert (a[key]["mse"], a[key]["outside"]) == (b[key]["mse"], b[key]["outside"])
+    assert staged["synth"].keys() == whole["synth"].keys()
+    for w in whole["synth"]:
+        for k, fit in whole["synth"][w].items():
+            assert staged["synth"][w][k]["hyperbola"] == fit["hyperbola"]
+
+
 def test_streams_are_distinct_and_the_legacy_aliases_listed():
     """No named streams yet (issue 27, step 5); every stage derives its generators from the run seed
     through :mod:`seeds`, one SeedSequence per (purpose, fit), so the shared legacy seed aliases no
     draws between stages, except the one pinned here."""
     assert CHAPTER.streams(0) == []
-    stages = ("prior", "synth", "boston_fits", "robust")
+    stages = ("prior", "synth", "boston_fits", "robust_synth", "robust_boston_fits")
     assert CHAPTER.legacy_aliases(0) == [(a, b) for i, a in enumerate(stages) for b in stages[i + 1:]]
     paper = get_profile(CHAPTER.name, "paper")
     n_synth = len(idf.MODELS) * len(ch4.METHODS)

@@ -22,6 +22,7 @@ from symlib.chapters.constrained_models.fits import METHODS, hyperbola_stats
 from symlib.chapters.constrained_models.paper import PAPER_P, REPORTED, reported
 from symlib.chapters.constrained_models.profiles import PROFILES, ConstrainedModelsProfile
 from symlib.chapters.constrained_models.stages import (
+    STAGE_CODE,
     STAGES,
     compile_models,
     prior_demo,
@@ -58,6 +59,7 @@ __all__ = [
     "PAPER_P",
     "PROFILES",
     "REPORTED",
+    "STAGE_CODE",
     "ConstrainedModelsProfile",
     "advi_table",
     "authors_angle_program",

@@ -19,10 +19,17 @@ permutations); ordered biases plus unit-norm incoming weights through angles, la
   part-way (hours at Stan's default tree depth on 2 cores) resumes with the fits it finished;
 * ``boston`` (not cached): those fits, split by split
   (:func:`~symlib.chapters.constrained_models.stages_boston.boston_splits`);
-* ``robust`` (:func:`robustness_experiment`): the synthetic NUTS runs again under other weight
-  prior scales, and in the `paper` profile Boston housing too.
+* ``robust_synth`` (:func:`robust_synthetic`): the synthetic NUTS runs again under other weight
+  prior scales;
+* ``robust_boston_fits`` (:func:`robust_boston_items`; in the `paper` profile only): NUTS on
+  Boston housing again under each of those scales, one cache entry per fit;
+* ``robust`` (not cached, :func:`robust_join`): the two joined, what
+  :func:`robustness_experiment` gives in one go.
 
-Each cached stage but ``boston_fits`` is one cache entry (as before the chapter contract); its
+Each stage's ``profile`` is the chapter's profile
+(:class:`~symlib.chapters.constrained_models.profiles.ConstrainedModelsProfile`) or a stage's
+view of it. The stages declare their code (:data:`STAGE_CODE`). Each cached stage but the two
+fan-out stages of fits is one cache entry (as before the chapter contract); its
 independent Stan fits fan out through :func:`symlib.book.parallel.fan_out` inside it. Everything runs on the CPU
 (Stan's NUTS, and ADVI on ten-parameter models), under the profile's ``threads``. The stages
 keep the seeds they had before the contract (``legacy_seed``: the run seed, from which
@@ -44,9 +51,7 @@ from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.constrained_models import seeds
 from symlib.chapters.constrained_models.fits import hyperbola_stats, mode_labels, nuts_fit
-from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
 from symlib.chapters.constrained_models.stages_boston import (
-    boston_experiment,
     boston_fit,
     boston_splits,
     boston_tasks,
@@ -58,12 +63,19 @@ from symlib.nn import constrained as idf
 __all__ = [
     "BOSTON_FIELDS",
     "PRIOR_FIELDS",
+    "ROBUST_BOSTON_FIELDS",
     "ROBUST_FIELDS",
+    "ROBUST_SYNTH_FIELDS",
     "STAGES",
+    "STAGE_CODE",
     "SYNTH_FIELDS",
     "VERSION",
     "compile_models",
     "prior_demo",
+    "robust_boston_items",
+    "robust_boston_variant",
+    "robust_join",
+    "robust_synthetic",
     "robustness_experiment",
 ]
 
@@ -84,7 +96,7 @@ def compile_models() -> dict:
     return out
 
 
-def prior_demo(profile: ConstrainedModelsProfile, seed: int, dim: int = 13) -> dict:
+def prior_demo(profile, seed: int, dim: int = 13) -> dict:
     """Implied prior of a unit vector in ``dim`` dimensions from the constrained model's angles.
 
     Samples the angles exactly from the prior the Stan program puts on them: ``t_1`` uniform
@@ -140,30 +152,66 @@ def _truncated_laplace(n: int, bound: float, gen: torch.Generator) -> torch.Tens
     return sign * size
 
 
-def robustness_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False,
-                          jobs: int | None = None) -> dict:
+def robustness_experiment(profile, seed: int, *, progress: bool = False, jobs: int | None = None) -> dict:
     """The synthetic NUTS runs again under every weight prior scale of ``robust_w_scales``.
 
     The paper's generator and data, the three models, NUTS only (every synthetic claim rests on
     NUTS); with ``robust_boston`` also Boston housing under each scale (no authors' angle prior).
     Only the summaries the claims need are kept. Every fit is a task of
-    :func:`symlib.book.parallel.fan_out`.
+    :func:`symlib.book.parallel.fan_out`. The chapter's stages compute the same in pieces: the
+    synthetic fits in one cache entry (``robust_synth``), each Boston fit in its own
+    (``robust_boston_fits``, so that the `paper` profile's 60 fits, hours on 2 cores, resume
+    where a run stopped), joined by ``robust`` (:func:`robust_join`).
     """
-    out = {"synth": {}, "boston": {}}
+    items = robust_boston_items(profile)
+    fits = fan_out(boston_fit, [(robust_boston_variant(profile, w), seed, split, key) for w, split, key in items],
+                   threads=profile.threads, jobs=jobs, progress=progress, desc="robustness (Boston)")
+    return robust_join(profile, robust_synthetic(profile, seed, progress=progress, jobs=jobs),
+                       dict(zip(items, fits, strict=True)))
+
+
+def robust_synthetic(profile, seed: int, *, progress: bool = False, jobs: int | None = None) -> dict:
+    """``{scale: {(model, "NUTS"): fit summary}}``: NUTS on the paper's synthetic data under every
+    weight prior scale of ``robust_w_scales``, one :func:`symlib.book.parallel.fan_out` task a fit."""
     tasks = [(profile, seed, k, w, model) for k, w in enumerate(profile.robust_w_scales)
              for model in idf.MODELS]
     fits = fan_out(_robust_synthetic_fit, tasks, threads=profile.threads, jobs=jobs,
                    progress=progress, desc="robustness (synthetic)")
-    for (_, _, _, w, model), fit in zip(tasks, fits):
-        out["synth"].setdefault(w, {})[model, "NUTS"] = fit
-    if profile.robust_boston:
-        for w in profile.robust_w_scales:
-            variant = _variant(profile, boston_w_scale=w, boston_authors_angles=False)
-            out["boston"][w] = boston_experiment(variant, seed, progress=progress, jobs=jobs)["splits"]
+    out: dict = {}
+    for (_, _, _, w, model), fit in zip(tasks, fits, strict=True):
+        out.setdefault(w, {})[model, "NUTS"] = fit
     return out
 
 
-def _robust_synthetic_fit(profile: ConstrainedModelsProfile, seed: int, k: int, w_scale: float,
+def robust_boston_variant(profile, w_scale: float):
+    """``profile`` as the robustness stage refits Boston housing: weight prior scale ``w_scale``,
+    no authors' angle prior."""
+    return _variant(profile, boston_w_scale=w_scale, boston_authors_angles=False)
+
+
+def robust_boston_items(profile) -> list[tuple[float, int, str]]:
+    """Every ``(scale, split index, fit key)`` the robustness stage fits on Boston housing: with
+    ``robust_boston``, :func:`boston_tasks` under each scale of ``robust_w_scales``; else none."""
+    if not profile.robust_boston:
+        return []
+    return [(w, split, key) for w in profile.robust_w_scales
+            for split, key in boston_tasks(robust_boston_variant(profile, w))]
+
+
+def robust_join(profile, synth: dict, boston_fits: dict) -> dict:
+    """The robustness stage's result from its synthetic fits (:func:`robust_synthetic`) and its
+    Boston fits (``{(scale, split, key): fit}``, every one of :func:`robust_boston_items`):
+    ``{"synth": {scale: fits}, "boston": {scale: splits}}``, the splits as :func:`boston_splits`
+    gives them."""
+    boston = {}
+    if profile.robust_boston:
+        for w in profile.robust_w_scales:
+            fits = {(split, key): fit for (scale, split, key), fit in boston_fits.items() if scale == w}
+            boston[w] = boston_splits(robust_boston_variant(profile, w), fits)["splits"]
+    return {"synth": synth, "boston": boston}
+
+
+def _robust_synthetic_fit(profile, seed: int, k: int, w_scale: float,
                           model: str) -> dict:
     """NUTS on the paper's synthetic data under weight prior sd ``w_scale`` (one task)."""
     x, y, _, _, _ = synthetic_data(profile, seed, "paper")
@@ -194,12 +242,14 @@ BOSTON_FIELDS = ("boston_hidden", "boston_splits", "boston_test_fraction", "bost
                  "boston_draws", "boston_max_depth", "boston_w_scale", "boston_authors_angles", "w_laplace",
                  "sigma_scale", "angle_jacobian", "threads")
 """What the ``boston`` stage reads."""
-ROBUST_FIELDS = ("synth_n", "synth_x_range", "synth_noise_sd", "synth_chains", "synth_warmup", "synth_draws",
-                 "robust_w_scales", "robust_boston",
-                 *(f for f in BOSTON_FIELDS if f not in ("sigma_scale", "angle_jacobian", "threads")),
-                 "sigma_scale", "angle_jacobian", "threads")
-"""What the ``robust`` stage reads: the synthetic data and NUTS sizes, the scales, and (for
-``robust_boston``) every Boston field."""
+ROBUST_SYNTH_FIELDS = ("synth_n", "synth_x_range", "synth_noise_sd", "synth_chains", "synth_warmup",
+                       "synth_draws", "robust_w_scales", "sigma_scale", "angle_jacobian", "threads")
+"""What the ``robust_synth`` stage reads: the synthetic data and NUTS sizes, and the scales."""
+ROBUST_BOSTON_FIELDS = ("robust_w_scales", "robust_boston", *BOSTON_FIELDS)
+"""What the ``robust_boston_fits`` stage reads: the scales, whether Boston is refitted, and every
+Boston field."""
+ROBUST_FIELDS = tuple(dict.fromkeys(ROBUST_SYNTH_FIELDS + ROBUST_BOSTON_FIELDS))
+"""What the ``robust`` stage reads (it joins the two above)."""
 
 
 def _run_seed(seed: int) -> int:
@@ -237,11 +287,20 @@ def _boston(ctx) -> dict:
     return boston_splits(ctx.config, ctx.inputs["boston_fits"])
 
 
-def _robust(ctx) -> dict:
-    if not ctx.config.robust_w_scales:
-        return {}
+def _robust_synth(ctx) -> dict:
     with torch_threads(ctx.config.threads):
-        return robustness_experiment(ctx.config, ctx.seed)
+        return robust_synthetic(ctx.config, ctx.seed)
+
+
+def _robust_boston_fit(ctx, item: tuple[float, int, str]) -> dict:
+    """Stage ``robust_boston_fits``, one ``(scale, split index, fit key)``."""
+    w, split, key = item
+    with torch_threads(ctx.config.threads):
+        return boston_fit(robust_boston_variant(ctx.config, w), ctx.seed, split, key)
+
+
+def _robust(ctx) -> dict:
+    return robust_join(ctx.config, ctx.inputs["robust_synth"], ctx.inputs["robust_boston_fits"])
 
 
 STAGES = (
@@ -251,7 +310,18 @@ STAGES = (
     Stage("boston_fits", _boston_fit, fields=BOSTON_FIELDS, version=VERSION, legacy_seed=_run_seed,
           items=_boston_items),
     Stage("boston", _boston, fields=BOSTON_FIELDS, needs=("boston_fits",), cache=False),
-    Stage("robust", _robust, fields=ROBUST_FIELDS, version=VERSION, legacy_seed=_run_seed),
+    Stage("robust_synth", _robust_synth, fields=ROBUST_SYNTH_FIELDS, version=VERSION, legacy_seed=_run_seed),
+    Stage("robust_boston_fits", _robust_boston_fit, fields=ROBUST_BOSTON_FIELDS, version=VERSION,
+          legacy_seed=_run_seed, items=robust_boston_items),
+    Stage("robust", _robust, fields=ROBUST_FIELDS, needs=("robust_synth", "robust_boston_fits"), cache=False),
 )
 """Chapter 4's stages, in the order the old ``run`` computed them (each derives its own
 generators from the run seed, so the order moves no number)."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.constrained_models.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
+and what it imports (``stages_synthetic``, ``stages_boston``, ``fits``, ``seeds``, the Stan
+programs and the library's samplers and constrained networks), not ``claims``, ``views``,
+``figures``, ``paper``, ``profiles`` or ``wilcoxon``. So an edit of the claims or texts leaves
+the cached fits current and a `paper` run (hours of Stan fits on the CPU, in pieces) continues;
+an edit of what computes restarts it."""

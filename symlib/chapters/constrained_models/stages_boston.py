@@ -16,7 +16,6 @@ from symlib.book.data import load_boston, standardise
 from symlib.book.parallel import fan_out
 from symlib.chapters.constrained_models import seeds
 from symlib.chapters.constrained_models.fits import nuts_fit
-from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
 from symlib.inference import stan as st
 from symlib.nn import constrained as idf
 
@@ -32,7 +31,7 @@ BOSTON_MODELS = ("unconstrained", "constrained")
 """The two models of Sec. 4.2, under this chapter's priors."""
 
 
-def boston_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False,
+def boston_experiment(profile, seed: int, *, progress: bool = False,
                       jobs: int | None = None) -> dict:
     """NUTS on the unconstrained and the constrained model for every random 80/20 split.
 
@@ -50,14 +49,14 @@ def boston_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress:
     return boston_splits(profile, dict(zip(tasks, fits, strict=True)))
 
 
-def boston_tasks(profile: ConstrainedModelsProfile) -> list[tuple[int, str]]:
+def boston_tasks(profile) -> list[tuple[int, str]]:
     """Every ``(split index, fit key)`` of the Boston experiment, split by split (the keys:
     :data:`BOSTON_MODELS`, and :data:`AUTHORS_ANGLES` with ``boston_authors_angles``)."""
     keys = BOSTON_MODELS + ((AUTHORS_ANGLES,) if profile.boston_authors_angles else ())
     return [(s, key) for s in range(profile.boston_splits) for key in keys]
 
 
-def boston_splits(profile: ConstrainedModelsProfile, fits: dict) -> dict:
+def boston_splits(profile, fits: dict) -> dict:
     """The experiment's result from its fits (``{(split index, key): fit}``, every one of
     :func:`boston_tasks`): one row per split, numbered from 1, with the split's sizes and its fits."""
     n = len(load_boston(standardise=False)[0])
@@ -70,7 +69,7 @@ def boston_splits(profile: ConstrainedModelsProfile, fits: dict) -> dict:
     return {"splits": splits, "hidden": profile.boston_hidden}
 
 
-def boston_fit(profile: ConstrainedModelsProfile, seed: int, split: int, key: str) -> dict:
+def boston_fit(profile, seed: int, split: int, key: str) -> dict:
     """NUTS on split ``split`` for ``key`` (one of :data:`BOSTON_MODELS` or :data:`AUTHORS_ANGLES`;
     one task): test MSE of the posterior-predictive mean, share of test points outside its
     central 95% interval."""

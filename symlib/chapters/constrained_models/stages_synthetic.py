@@ -20,7 +20,6 @@ from symlib.chapters.constrained_models.fits import (
     nuts_fit,
     predictive,
 )
-from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
 from symlib.nn import constrained as idf
 
 __all__ = ["paper_network", "synthetic_data", "synthetic_experiment", "synthetic_grid"]
@@ -44,7 +43,7 @@ def paper_network(generator: str = "paper") -> dict[str, torch.Tensor]:
     raise ValueError(f"unknown generator {generator!r}; valid: 'paper', 'code'")
 
 
-def synthetic_data(profile: ConstrainedModelsProfile, seed: int, generator: str = "paper"):
+def synthetic_data(profile, seed: int, generator: str = "paper"):
     """``(x, y, truth, noise_sd, x_range)``: inputs ``(n, 2)`` uniform on a square, targets."""
     gen = seeds.generator(seed, "synth_data", 0 if generator == "paper" else 1)
     truth = paper_network(generator)
@@ -54,7 +53,7 @@ def synthetic_data(profile: ConstrainedModelsProfile, seed: int, generator: str 
     return x, y, truth, noise, rng
 
 
-def synthetic_experiment(profile: ConstrainedModelsProfile, seed: int, *, progress: bool = False,
+def synthetic_experiment(profile, seed: int, *, progress: bool = False,
                          jobs: int | None = None) -> dict:
     """NUTS and both ADVI families on every model, for the paper's generator (and the code's).
 
@@ -88,7 +87,7 @@ def synthetic_grid(x_range: float) -> torch.Tensor:
                         torch.zeros(101, dtype=torch.float64)], -1)
 
 
-def _synthetic_fit(profile: ConstrainedModelsProfile, seed: int, generator: str, index: int,
+def _synthetic_fit(profile, seed: int, generator: str, index: int,
                    model: str, method: str) -> dict:
     """Fit number ``index`` of the synthetic experiment on ``generator``'s data (one task)."""
     x, y, _, _, rng = synthetic_data(profile, seed, generator)
