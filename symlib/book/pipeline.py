@@ -369,7 +369,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 # a piece of a long run: its stages kept their checkpoints and finished items
                 why = err.evalue if err.ename == BUDGET_ERROR else (
                     f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
-                    "the stage items it finished are cached")
+                    + _items_done_of(name, profile, seed, device))
                 _log_piece(name, profile, device, start, started, "budget", why)
                 raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
                                  f"to continue. {_shown(target)} was left as it was.") from None
@@ -704,6 +704,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
     chapters_ = {name: without_stages(chapter, skip) for name, chapter in chapters_.items()}
     skipped = f"stages {', '.join(skip)} skipped (computed before, kept aside)" if skip else None
+    budget = _budget()
     stopped = []
     for name, chapter in chapters_.items():
         started, start = datetime.now(UTC), time.perf_counter()
@@ -711,19 +712,112 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         run = chapter.start(profile=profile, seed=seed, device=device)
         print(f"[symlib] computing {name} (profile={profile}, seed={seed}, device={run.device}) ...", flush=True)
         try:
-            chapter.compute(run)
+            with _main_thread_watchdog(budget) as fired:
+                chapter.compute(run)
         except budget_exhausted as err:
             _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (str(err), skipped))))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({err}); run the same command again to continue", flush=True)
             stopped.append(name)
             continue
-        except BaseException:
-            _log_piece(name, profile, device, start, started, "failed", skipped)
-            raise
+        except BaseException as err:
+            if not fired.is_set():
+                _log_piece(name, profile, device, start, started, "failed", skipped)
+                raise
+            # once the watchdog has fired, whatever the stage then raised is the interruption (an
+            # interrupted Stan fit surfaces in PyStan as another error than KeyboardInterrupt)
+            _stop_children()
+            why = (f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, raising {type(err).__name__}; "
+                   + items_done(chapter, run.config, seed=seed, device=run.device))
+            _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))
+            print(f"[symlib] {name}: {PIECE_STOPPED} ({why}); run the same command again to continue", flush=True)
+            stopped.append(name)
+            continue
         _log_piece(name, profile, device, start, started, "complete", skipped)
         print(f"[symlib] {name}: every stage computed in {time.perf_counter() - start:.0f} s; render it with "
               f"`execute --cached-only --profile {profile} --seed {seed} --device {device} {name}`", flush=True)
     return stopped
+
+
+@contextlib.contextmanager
+def _main_thread_watchdog(budget_s: float | None, grace_s: float | None = None):
+    """``compute``'s :func:`_budget_watchdog`: SIGINT to this process (KeyboardInterrupt in its
+    main thread) once ``budget_s`` plus ``grace_s`` (default :data:`BUDGET_GRACE_S`) seconds have passed,
+    so that a stage that does not stop at the budget itself (a fan-out of Stan fits) stops as
+    ``execute``'s interrupted kernel does; yields an event set when it fired."""
+    fired = threading.Event()
+    if budget_s is None:
+        yield fired
+        return
+
+    def interrupt():
+        fired.set()
+        # a real SIGINT sent to the main thread: _thread.interrupt_main() is seen only between
+        # bytecodes and signal.raise_signal() here would go to this timer's thread, so a main thread
+        # blocked in a sleep, a wait on joblib's workers or a Stan call would not stop
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
+
+
+def _stop_children() -> None:
+    """Kill this process's child processes (joblib's workers and what they started, e.g. Stan's
+    chains): the items they had in flight are lost, as in an interrupted kernel."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(children, timeout=30)
+
+
+class _Missing(Exception):
+    """Raised in place of computing an entry that :func:`items_done` only looks up."""
+
+
+def _items_done_of(name: str, profile: str, seed: int, device: str) -> str:
+    """:func:`items_done` for chapter ``name`` in ``profile`` on ``device`` (as the kernel resolved it)."""
+    from symlib.book.provenance import declared
+    from symlib.book.runtime import resolve_device
+
+    chapter = declared(name)
+    if chapter is None or profile not in chapter.profiles:
+        return "the stage items it finished are cached"
+    return items_done(chapter, chapter.profiles[profile], seed=seed, device=resolve_device(device))
+
+
+def items_done(chapter, config, *, seed: int, device) -> str:
+    """How far each fan-out stage of ``chapter`` got: ``"<stage>: k of n items cached"`` for every
+    stage with items, the entries counted as the cache would serve them (this code, these data),
+    computing none; ``"no fan-out stage"`` where the chapter has none. Shown in a stopped piece's
+    note, so that a run in pieces says how far it got."""
+    from symlib.book.cache import cached
+
+    def missing():
+        raise _Missing
+
+    parts = []
+    for stage in chapter.stages:
+        if stage.items is None or not stage.cache:
+            continue
+        view = stage.view(config, chapter.name)
+        items = list(stage.items(view))
+        done = 0
+        for item in items:
+            try:
+                cached(stage.experiment_name(chapter.name), stage.version, stage.key(view, seed, device, item=item),
+                       missing)
+                done += 1
+            except _Missing:
+                pass
+        parts.append(f"{stage.name}: {done} of {len(items)} items cached")
+    return ", ".join(parts) or "no fan-out stage"
 
 
 def without_stages(chapter, skip) -> object:

@@ -734,6 +734,62 @@ def test_compute_runs_the_stages_without_a_notebook_and_logs_each_piece(sandbox,
         pipeline.main(["compute", "07_nothing"])
 
 
+_CALLS: list[int] = []
+
+
+def _slow_item(ctx, item):
+    """One item of the made-up fan-out stage below (module level: fan-out items must pickle): item
+    3 outlasts any budget set, the others take no time."""
+    _CALLS.append(item)
+    if item == 3 and os.environ.get("SYMLIB_BUDGET_S"):
+        time.sleep(120)
+    return item * 10
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finished(sandbox, monkeypatch, capsys, jobs):
+    """A fan-out stage that does not stop at the budget itself (chapter 4's Stan fits) is
+    interrupted ``BUDGET_GRACE_S`` after ``$SYMLIB_BUDGET_S`` as ``execute``'s kernel is, in the
+    notebook's process (one job) or with joblib's workers killed (two): exit 75 well before the
+    item in flight would end, a ``budget`` piece whose note counts the items cached, and the next
+    run computes only the rest."""
+    from dataclasses import dataclass
+
+    from symlib.book import pieces, provenance
+    from symlib.book.chapter import Chapter, Stage
+
+    @dataclass(frozen=True)
+    class P:
+        n: int = 8
+
+    chapter = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [],
+                      stages=(Stage("work", _slow_item, fields=("n",), items=lambda c: list(range(c.n))),))
+    monkeypatch.setattr(provenance, "declared", lambda name: chapter if name == "98_test" else None)
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "15")
+    monkeypatch.setenv("SYMLIB_JOBS", jobs)
+    monkeypatch.setattr(pipeline, "BUDGET_GRACE_S", 0.0)
+    _CALLS.clear()
+    with pytest.raises(SystemExit) as err:
+        pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "98_test"])
+    assert err.value.code == pipeline.BUDGET_EXIT
+    (piece,) = pieces.read("98_test")
+    assert piece["outcome"] == "budget" and "interrupted after 15 s + 0 s" in piece["note"]
+    assert piece["seconds"] < 60                                    # item 3 would take 120 s
+    if jobs == "1":                                                # in this process, in order
+        assert "work: 3 of 8 items cached" in piece["note"] and _CALLS == [0, 1, 2, 3]
+    else:                                                          # the other worker did the rest
+        assert "work: 7 of 8 items cached" in piece["note"]
+    assert "98_test: stopped at its time budget" in capsys.readouterr().out
+    monkeypatch.delenv("SYMLIB_BUDGET_S")
+    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    _CALLS.clear()
+    pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "98_test"])
+    assert _CALLS == ([3, 4, 5, 6, 7] if jobs == "1" else [3])     # item 3, lost in flight, and the rest
+    assert [e["outcome"] for e in pieces.read("98_test")] == ["budget", "complete"]
+    assert pipeline.items_done(chapter, P(), seed=0, device="cpu") == "work: 8 of 8 items cached"
+    assert pipeline.items_done(chapter, P(n=9), seed=0, device="cpu") == "work: 0 of 9 items cached"
+
+
 def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
     """``compute --skip STAGE``: the stage is not run (its entry kept on another machine), the
     others are, the pieces file says so; a stage another one reads cannot be skipped."""
