@@ -790,6 +790,14 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     assert pipeline.items_done(chapter, P(n=9), seed=0, device="cpu") == "work: 0 of 9 items cached"
 
 
+def test_an_interrupted_execute_names_a_real_chapters_items_cached(sandbox):
+    """``execute``'s interrupted pieces count the chapter's fan-out items cached (chapter 4's Stan
+    fits, none yet in an empty cache); a notebook with no chapter package says only that they are kept."""
+    assert pipeline._items_done_of("04_constrained_models", "smoke", 0, "cpu").startswith(
+        "boston_fits: 0 of 6 items cached")
+    assert pipeline._items_done_of("99_slow", "smoke", 0, "cpu") == "the stage items it finished are cached"
+
+
 def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
     """``compute --skip STAGE``: the stage is not run (its entry kept on another machine), the
     others are, the pieces file says so; a stage another one reads cannot be skipped."""
