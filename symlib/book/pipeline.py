@@ -756,6 +756,9 @@ def _main_thread_watchdog(budget_s: float | None, grace_s: float | None = None):
         # blocked in a sleep, a wait on joblib's workers or a Stan call would not stop
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
+    # Python's own SIGINT handler for the while (raising KeyboardInterrupt), whatever one the
+    # caller had set (SIG_IGN in some test runners' workers)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), interrupt)
     timer.daemon = True
     timer.start()
@@ -763,6 +766,7 @@ def _main_thread_watchdog(budget_s: float | None, grace_s: float | None = None):
         yield fired
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stop_children() -> None:
