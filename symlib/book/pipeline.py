@@ -770,15 +770,25 @@ def _main_thread_watchdog(budget_s: float | None, grace_s: float | None = None):
 
 
 def _stop_children() -> None:
-    """Kill this process's child processes (joblib's workers and what they started, e.g. Stan's
-    chains): the items they had in flight are lost, as in an interrupted kernel."""
+    """Kill joblib's worker processes (loky's, told by their command line) and what they started
+    (e.g. Stan's chains): the items they had in flight are lost, as in an interrupted kernel.
+    Other children of this process (httpstan's own pool of a Stan fit run here, a caller's) are
+    left alone: a later chapter or test in this process still uses them."""
     import psutil
 
-    children = psutil.Process().children(recursive=True)
-    for child in children:
+    workers = []
+    for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(children, timeout=30)
+            if any("popen_loky" in part for part in child.cmdline()):
+                workers.append(child)
+    doomed = list(workers)
+    for worker in workers:
+        with contextlib.suppress(psutil.Error):
+            doomed.extend(worker.children(recursive=True))
+    for proc in doomed:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(doomed, timeout=30)
 
 
 class _Missing(Exception):

@@ -773,6 +773,7 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)             # as in some runners' workers
     # joblib's workers are reused across calls: start fresh ones, which see this test's environment
     get_reusable_executor().shutdown(wait=True)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # not joblib's
     _CALLS.clear()
     try:
         with pytest.raises(SystemExit) as err:
@@ -784,6 +785,9 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     (piece,) = pieces.read("98_test")
     assert piece["outcome"] == "budget" and "interrupted after 15 s + 0 s" in piece["note"]
     assert piece["seconds"] < 60                                    # item 3 would take 120 s
+    assert bystander.poll() is None       # only joblib's workers were killed (an httpstan pool lives on)
+    bystander.kill()
+    bystander.wait()
     done = int(re.search(r"work: (\d) of 8 items cached", piece["note"]).group(1))
     if jobs == "1":                                                # in this process, in order
         assert done == 3 and _CALLS == [0, 1, 2, 3]
