@@ -404,19 +404,20 @@ def _budget() -> float | None:
 
 
 @contextlib.contextmanager
-def _budget_watchdog(budget_s: float | None, grace_s: float | None = None):
-    """Interrupt this process's Jupyter kernel once ``budget_s`` plus ``grace_s`` (default
-    :data:`BUDGET_GRACE_S`) seconds have passed; yields an event set when it did."""
+def _budget_watchdog(budget_s: float | None, grace_s: float | None = None, *, interrupt=None):
+    """Interrupt this process's Jupyter kernel (or call ``interrupt()``) once ``budget_s`` plus
+    ``grace_s`` (default :data:`BUDGET_GRACE_S`) seconds have passed; yields an event set when it did."""
     fired = threading.Event()
     if budget_s is None:
         yield fired
         return
+    action = _interrupt_kernels if interrupt is None else interrupt
 
-    def interrupt():
+    def fire():
         fired.set()
-        _interrupt_kernels()
+        action()
 
-    timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), interrupt)
+    timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), fire)
     timer.daemon = True
     timer.start()
     try:
@@ -740,33 +741,29 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
 
 @contextlib.contextmanager
 def _main_thread_watchdog(budget_s: float | None, grace_s: float | None = None):
-    """``compute``'s :func:`_budget_watchdog`: SIGINT to this process (KeyboardInterrupt in its
-    main thread) once ``budget_s`` plus ``grace_s`` (default :data:`BUDGET_GRACE_S`) seconds have passed,
-    so that a stage that does not stop at the budget itself (a fan-out of Stan fits) stops as
+    """``compute``'s :func:`_budget_watchdog`: SIGINT to this process's main thread
+    (KeyboardInterrupt; call it from the main thread) once the budget and grace have passed, so
+    that a stage that does not stop at the budget itself (a fan-out of Stan fits) stops as
     ``execute``'s interrupted kernel does; yields an event set when it fired."""
-    fired = threading.Event()
     if budget_s is None:
-        yield fired
+        with _budget_watchdog(None) as fired:
+            yield fired
         return
-
-    def interrupt():
-        fired.set()
-        # a real SIGINT sent to the main thread: _thread.interrupt_main() is seen only between
-        # bytecodes and signal.raise_signal() here would go to this timer's thread, so a main thread
-        # blocked in a sleep, a wait on joblib's workers or a Stan call would not stop
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
     # Python's own SIGINT handler for the while (raising KeyboardInterrupt), whatever one the
     # caller had set (SIG_IGN in some test runners' workers)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(budget_s + (BUDGET_GRACE_S if grace_s is None else grace_s), interrupt)
-    timer.daemon = True
-    timer.start()
     try:
-        yield fired
+        with _budget_watchdog(budget_s, grace_s, interrupt=_sigint_main_thread) as fired:
+            yield fired
     finally:
-        timer.cancel()
         signal.signal(signal.SIGINT, previous)
+
+
+def _sigint_main_thread() -> None:
+    """A real SIGINT sent to the main thread: ``_thread.interrupt_main()`` is seen only between
+    bytecodes and ``signal.raise_signal()`` from a timer would go to the timer's thread, so a main
+    thread blocked in a sleep, a wait on joblib's workers or a Stan call would not stop."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def _stop_children() -> None:
