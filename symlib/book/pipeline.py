@@ -715,11 +715,9 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         try:
             with _main_thread_watchdog(budget) as fired:
                 chapter.compute(run)
+            why = None
         except budget_exhausted as err:
-            _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (str(err), skipped))))
-            print(f"[symlib] {name}: {PIECE_STOPPED} ({err}); run the same command again to continue", flush=True)
-            stopped.append(name)
-            continue
+            why = str(err)
         except BaseException as err:
             if not fired.is_set():
                 _log_piece(name, profile, device, start, started, "failed", skipped)
@@ -729,6 +727,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
             _stop_children()
             why = (f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, raising {type(err).__name__}; "
                    + items_done(chapter, run.config, seed=seed, device=run.device))
+        if why is not None:
             _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({why}); run the same command again to continue", flush=True)
             stopped.append(name)
