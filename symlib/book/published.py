@@ -295,9 +295,11 @@ def _computed_with_reasons(chapter: str, groups, scheme: int = 1) -> list[str]:
         if other:
             hashes = ", ".join(sorted({g[f"{name}_hash"] for g, _ in other}))
             nows = ", ".join(sorted({now for _, now in other}))
-            stages = ", ".join(sorted({s for g, _ in other for s in g.get("stages") or []}))
+            # the chapter's row or page says whose stages these are: "boston_fits", not
+            # "04_constrained_models-boston_fits" (a long unbreakable word widens a table's column)
+            stages = ", ".join(sorted({s.removeprefix(f"{chapter}-") for g, _ in other for s in g.get("stages") or []}))
             reasons.append(f"its numbers were computed with other {name} (hash {hashes}; this version's "
-                           f"{nows}) in {stages or 'some stages'}")
+                           f"{nows}) in {f'stages {stages}' if stages else 'some stages'}")
     return reasons
 
 

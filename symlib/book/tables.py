@@ -272,8 +272,10 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     def th(c, **attrs):
         longest = max((len(v) for v in quick[c]), default=0)
         if longest > LONG_TEXT:  # a column of sentences: wide enough to read, wider the longer they are
-            # two or more such columns share the text column's width (their floors and caps shrink)
-            floor, cap = (20, 36) if sentences < 2 else (14, 24)
+            # two or more such columns share the text column's width: their floors and caps shrink
+            # so that together they stay near two columns' 28-48 em (three at 24 em each overflowed
+            # the reproducibility page's table of tiers: 1,023 px of content in 676)
+            floor, cap = (20, 36) if sentences < 2 else (28 // sentences, 48 // sentences)
             attrs["style"] = f"min-width: {min(max(floor, longest // 14), cap)}em"
         extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
         return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"

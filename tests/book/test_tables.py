@@ -369,7 +369,8 @@ def test_a_full_table_in_front_leaves_the_page_s_boxes_balanced(run, publish_fak
 
 def test_two_columns_of_sentences_share_the_text_width(run):
     """One column of sentences gets room to be read (min-width 20-36 em); two or more share it
-    (14-24 em each), so that a sweep's 'failed preconditions' and 'ours' fit the text column."""
+    (14-24 em each for two, 9-16 for three), so that a sweep's 'failed preconditions' and 'ours', or the
+    reproducibility page's three tiers, fit the text column."""
     long = "a precondition that failed, with its source and the value reached, " * 5
     one = tables.show_table(run, "one", pd.DataFrame({"k": ["a"], "why": [long]}), store=False).data
     two = tables.show_table(run, "two", pd.DataFrame({"k": ["a"], "why": [long], "ours": [long]}), store=False).data
@@ -381,6 +382,12 @@ def test_two_columns_of_sentences_share_the_text_width(run):
         run, "three", pd.DataFrame({"k": ["a"], "why": [very]}), store=False).data) == ["36"]
     assert re.findall(r"min-width: (\d+)em", tables.show_table(
         run, "four", pd.DataFrame({"k": ["a"], "why": [very], "ours": [very]}), store=False).data) == ["24", "24"]
+    three = pd.DataFrame({"k": ["a"], "why": [very], "ours": [very], "paper": [long]})
+    assert re.findall(r"min-width: (\d+)em", tables.show_table(run, "five", three, store=False).data) == ["16"] * 3, \
+        "three columns of sentences share two columns' width (16 em each), not 24 em each"
+    assert re.findall(r"min-width: (\d+)em", tables.show_table(
+        run, "six", pd.DataFrame({"k": ["a"], **{c: ["short words " * 10] for c in "wxy"}}), store=False).data) == \
+        ["9"] * 3, "three short sentence columns: each at its floor of 28 // 3 em"
 
 
 def test_the_text_quotes_the_published_runs_numbers_where_it_has_them(run, publish_fake, monkeypatch):
