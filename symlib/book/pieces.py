@@ -25,7 +25,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "in_progress", "log_piece", "pieces_path", "read"]
+__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered")
 """How an execution ended (module docstring)."""
@@ -148,3 +148,12 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
     run, summary = _summary(mine[ends[-1] + 1:] if ends else mine)
     return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}
+
+
+def minutes_phrase(minutes: float, devices) -> str:
+    """``"22 device minutes"`` for a run with an accelerator among ``devices`` (the device names
+    the pieces logged, e.g. ``"cuda (NVIDIA H200)"``), ``"22 minutes"`` for one on the CPU alone
+    (its minutes are the machine's, not a device's)."""
+    devices = [devices] if isinstance(devices, str) else list(devices or [])
+    cpu_only = bool(devices) and all(str(d).split(" ")[0] == "cpu" for d in devices)
+    return f"{minutes:g} {'' if cpu_only else 'device '}minutes"

@@ -377,8 +377,9 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     if run is None:
         return None
     dates = sorted({(run["first"] or "")[:10], (run["last"] or "")[:10]} - {""})
-    line = (f"in progress: {run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, {run['minutes']:g} device "
-            f"minutes on {', '.join(run['devices'])} ({' to '.join(dates)}), commit {(run['commit'] or '?')[:12]}")
+    line = (f"in progress: {run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, "
+            f"{pieces.minutes_phrase(run['minutes'], run['devices'])} on {', '.join(run['devices'])} ({' to '.join(dates)}), "
+            f"commit {(run['commit'] or '?')[:12]}")
     if run["note"]:
         line += f"; latest: {run['note'].split('; run again')[0]}"
     if (chains := chains_path(chapter, tier)).is_file():
@@ -408,7 +409,7 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
     run = computed.get("pieces") or {}
     if run.get("pieces", 1) > 1:
-        took = f"{run['minutes']:g} device minutes in {run['pieces']} pieces"
+        took = f"{pieces.minutes_phrase(run['minutes'], run.get('devices') or computed.get('device') or record['device'])} in {run['pieces']} pieces"
     date = (record.get("published") or "")[:10]
     line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
             f"commit {commit}{f'; published {date}' if date else ''})")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from symlib.book import pieces
 from symlib.book import published as pub
 from symlib.book.provenance import compute_code_hash, profile_hash, stage_code_hash
 from symlib.book.results import ChapterResults, precondition
@@ -158,6 +159,15 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
         (f"its numbers were computed with other data (hash feedfacefeedface; this version's {now['data_hash']}) "
         "in stages 01_ortho_skip")
     ]
+
+
+def test_minutes_are_device_minutes_only_where_a_device_ran():
+    """A run on the CPU alone counts the machine's minutes; one with an accelerator, device minutes."""
+    assert pieces.minutes_phrase(12.2, ["cpu (torch 2.13.0+cpu)"]) == "12.2 minutes"
+    assert pieces.minutes_phrase(22.0, "cpu") == "22 minutes"
+    assert pieces.minutes_phrase(4.0, ["cuda (NVIDIA H200)"]) == "4 device minutes"
+    assert pieces.minutes_phrase(4.0, ["cpu", "cuda (H100)"]) == "4 device minutes"
+    assert pieces.minutes_phrase(1.0, []) == "1 device minutes", "unknown devices: not claimed to be the CPU"
 
 
 def test_published_records_with_or_without_computed_with_stay_valid():
