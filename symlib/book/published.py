@@ -37,7 +37,7 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "progress_path", "progress_summary", "publish",
+__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "pieces_minutes", "progress_path", "progress_summary", "publish",
            "published_dir", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier"]
 
 TIER = "full"
@@ -390,6 +390,17 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     return line
 
 
+def pieces_minutes(record: dict) -> str | None:
+    """How long a record computed in more than one piece took: ``"22 device minutes"``, or
+    ``"22 minutes"`` where only the CPU ran (:func:`symlib.book.pieces.minutes_phrase`); None for a
+    run in one piece."""
+    computed = record.get("computed") or {}
+    run = computed.get("pieces") or {}
+    if run.get("pieces", 1) <= 1:
+        return None
+    return pieces.minutes_phrase(run["minutes"], run.get("devices") or computed.get("device") or record.get("device"))
+
+
 def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     """A one-line account of a record: claims held / not / not judged, device, date, commit."""
     if record is None:
@@ -407,9 +418,8 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     computed = record.get("computed") or {}
     commit = (computed.get("commit") or (record.get("provenance") or {}).get("commit") or "unknown commit")[:12]
     took = computed.get("compute_time") or f"{record['wall_time_s']:.0f} s"
-    run = computed.get("pieces") or {}
-    if run.get("pieces", 1) > 1:
-        took = f"{pieces.minutes_phrase(run['minutes'], run.get('devices') or computed.get('device') or record['device'])} in {run['pieces']} pieces"
+    if minutes := pieces_minutes(record):
+        took = f"{minutes} in {computed['pieces']['pieces']} pieces"
     date = (record.get("published") or "")[:10]
     line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
             f"commit {commit}{f'; published {date}' if date else ''})")

@@ -25,7 +25,6 @@ import re
 from pathlib import Path
 
 from symlib.book import published
-from symlib.book.pieces import minutes_phrase
 
 __all__ = [
     "STATUS",
@@ -177,9 +176,8 @@ def provenance_line(record: dict, stale: list[str]) -> str:
     date = (record.get("published") or "")[:10] or "undated"
     device = computed.get("device") or record.get("device")
     took = f" in {html.escape(str(computed['compute_time']))}" if computed.get("compute_time") else ""
-    run = computed.get("pieces") or {}
-    if run.get("pieces", 1) > 1:
-        took = f" in {minutes_phrase(run['minutes'], run.get('devices') or device)} over {run['pieces']} pieces"
+    if minutes := published.pieces_minutes(record):
+        took = f" in {minutes} over {computed['pieces']['pieces']} pieces"
     line = (f"{html.escape(tier_of(record))} = published run: profile <code>{html.escape(str(record.get('profile')))}</code>, "
             f"computed on {html.escape(str(device))}{took} at commit <code>{html.escape(commit)}</code>, "
             f"published {date}")
