@@ -805,17 +805,19 @@ def _items_done_of(name: str, profile: str, seed: int, device: str) -> str:
 def items_done(chapter, config, *, seed: int, device) -> str:
     """How far each fan-out stage of ``chapter`` got: ``"<stage>: k of n items cached"`` for every
     stage with items, the entries counted as the cache would serve them (this code, these data),
-    computing none; ``"no fan-out stage"`` where the chapter has none. Shown in a stopped piece's
+    computing none; ``"no fan-out stage"`` where the chapter has none (``"no fan-out stage has
+    items in this profile"`` where its profile gives them none). Shown in a stopped piece's
     note, so that a run in pieces says how far it got."""
     from symlib.book.cache import cached
 
     def missing():
         raise _Missing
 
-    parts = []
+    parts, fan_outs = [], 0
     for stage in chapter.stages:
         if stage.items is None or not stage.cache:
             continue
+        fan_outs += 1
         view = stage.view(config, chapter.name)
         items = list(stage.items(view))
         if not items:  # a stage this profile leaves empty (chapter 4's robustness fits outside `paper`)
@@ -829,7 +831,7 @@ def items_done(chapter, config, *, seed: int, device) -> str:
             except _Missing:
                 pass
         parts.append(f"{stage.name}: {done} of {len(items)} items cached")
-    return ", ".join(parts) or "no fan-out stage"
+    return ", ".join(parts) or ("no fan-out stage" if not fan_outs else "no fan-out stage has items in this profile")
 
 
 def without_stages(chapter, skip) -> object:

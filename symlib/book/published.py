@@ -297,10 +297,21 @@ def _computed_with_reasons(chapter: str, groups, scheme: int = 1) -> list[str]:
             nows = ", ".join(sorted({now for _, now in other}))
             # the chapter's row or page says whose stages these are: "boston_fits", not
             # "04_constrained_models-boston_fits" (a long unbreakable word widens a table's column)
-            stages = ", ".join(sorted({s.removeprefix(f"{chapter}-") for g, _ in other for s in g.get("stages") or []}))
+            stages = ", ".join(sorted({n for g, _ in other for s in g.get("stages") or [] for n in _stage_names(chapter, s)}))
             reasons.append(f"its numbers were computed with other {name} (hash {hashes}; this version's "
                            f"{nows}) in {f'stages {stages}' if stages else 'some stages'}")
     return reasons
+
+
+def _stage_names(chapter: str, experiment: str) -> list[str]:
+    """The stages of ``chapter`` whose cache folder is ``experiment``: ``["main", "robustness"]``
+    for chapter 1's ``01_ortho_skip``, which its stages share; else the folder's name less the
+    chapter prefix (a stage this version no longer has, or a made-up chapter)."""
+    from symlib.book.provenance import declared
+
+    spec = declared(chapter)
+    names = [s.name for s in spec.stages if s.experiment_name(chapter) == experiment] if spec is not None else []
+    return names or [experiment.removeprefix(f"{chapter}-")]
 
 
 def _verdict(claim: dict) -> str:

@@ -802,8 +802,11 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     assert [e["outcome"] for e in pieces.read("98_test")] == ["budget", "complete"]
     assert pipeline.items_done(chapter, P(), seed=0, device="cpu") == "work: 8 of 8 items cached"
     assert pipeline.items_done(chapter, P(n=9), seed=0, device="cpu") == "work: 0 of 9 items cached"
-    assert pipeline.items_done(chapter, P(n=0), seed=0, device="cpu") == "no fan-out stage", \
-        "a stage this profile leaves without items is not counted ('0 of 0 items cached')"
+    assert pipeline.items_done(chapter, P(n=0), seed=0, device="cpu") == "no fan-out stage has items in this profile", \
+        "a stage this profile leaves without items is not counted ('0 of 0 items cached'), nor said not to exist"
+    single = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [],
+                     stages=(Stage("work", _slow_item, fields=("n",)),))
+    assert pipeline.items_done(single, P(), seed=0, device="cpu") == "no fan-out stage"
 
 
 def test_an_interrupted_execute_names_a_real_chapters_items_cached(sandbox):

@@ -157,8 +157,8 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
     other_data = dict(record, provenance={**record["provenance"], "computed_with": [group(data_hash="feedfacefeedface")]})
     assert pub.staleness(other_data, config) == [
         (f"its numbers were computed with other data (hash feedfacefeedface; this version's {now['data_hash']}) "
-        "in stages 01_ortho_skip")
-    ]
+        "in stages main, robustness")
+    ], "chapter 1's stages share the chapter's cache folder: named by their own names, not the folder's"
 
 
 def test_minutes_are_device_minutes_only_where_a_device_ran():
