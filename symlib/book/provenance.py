@@ -326,16 +326,36 @@ def _data_files(files: set[Path]) -> set[Path]:
     return data
 
 
+_SCANS: dict[tuple, object] = {}
+"""What :func:`_import_statements` and :func:`_code_strings` found in a file, keyed by the file's
+path and its bytes' SHA-256 (so an edited file is read afresh, whatever its time stamp): every
+code hash (each cache lookup computes its stage's) walks the same library files, dozens of
+times over, and parsing them was most of a chapter's time outside its stages."""
+
+
+def _scanned(kind: str, path: Path, root: Path | None, scan):
+    """``scan(source text)`` of ``path``, remembered for as long as the file's bytes are the same."""
+    data = path.read_bytes()
+    key = (kind, str(path), str(root), hashlib.sha256(data).digest())
+    if key not in _SCANS:
+        _SCANS[key] = scan(data.decode(errors="replace"))
+    return _SCANS[key]
+
+
 def _code_strings(path: Path) -> set[str]:
     """The path parts of the string constants in a module's code (a string statement, i.e. a
     docstring, left out)."""
+    return set(_scanned("strings", path, None, _strings_of))
+
+
+def _strings_of(source: str) -> frozenset[str]:
     import ast
 
-    tree = ast.parse(path.read_text(errors="replace"))
+    tree = ast.parse(source)
     docs = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-    return {part for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
-            for part in re.split(r"[/\\]", node.value)}
+    return frozenset(part for node in ast.walk(tree)
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                     for part in re.split(r"[/\\]", node.value))
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -347,11 +367,15 @@ def _import_statements(path: Path, root: Path) -> list[tuple[str, tuple[str, ...
     """The ``symlib`` imports of a file, statically, at any depth: ``(module, ())`` for ``import
     module`` and ``(module, names)`` for ``from module import names`` (relative imports
     resolved)."""
+    package = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
+    return list(_scanned("imports", path, root, lambda source: _imports_of(source, package)))
+
+
+def _imports_of(source: str, package: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     import ast
 
-    package = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             out += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -361,7 +385,7 @@ def _import_statements(path: Path, root: Path) -> list[tuple[str, tuple[str, ...
                 parent = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{parent}.{base}" if base else parent
             out.append((base, tuple(a.name for a in node.names)))
-    return [(m, n) for m, n in out if m == "symlib" or m.startswith("symlib.")]
+    return tuple((m, n) for m, n in out if m == "symlib" or m.startswith("symlib."))
 
 
 def _inside(module: str, package: str) -> bool:

@@ -157,6 +157,32 @@ def test_import_closure_follows_static_imports_only(tmp_path):
                    "unrelated.json"}  # data files beside a module it needs count too; d.py does not
 
 
+def test_a_file_edited_between_two_closures_is_read_afresh(tmp_path):
+    """The scans of a file are remembered by its bytes, not its path or time stamp: an import or
+    a data folder's name added to a file, with the time stamp put back and the size unchanged,
+    still shows in the next closure (the memo that keeps code hashes cheap cannot hide an edit)."""
+    import os
+
+    from symlib.book.provenance import import_closure, import_closure_precise
+
+    pkg = tmp_path / "symlib"
+    (pkg / "data").mkdir(parents=True)
+    for name, text in {"__init__.py": "", "b.py": "", "c.py": "", "data/x.json": "{}"}.items():
+        (pkg / name).write_text(text)
+    a = pkg / "a.py"
+    before, after = "from symlib import b\nX = 'nada'\n", "from symlib import c\nX = 'data'\n"
+    assert len(before) == len(after)
+    for fn in (import_closure, import_closure_precise):
+        a.write_text(before)
+        os.utime(a, ns=(10**18, 10**18))
+        got = {p.relative_to(pkg).as_posix() for p in fn([a], root=tmp_path)}
+        assert "b.py" in got and "c.py" not in got and "data/x.json" not in got, (fn.__name__, got)
+        a.write_text(after)
+        os.utime(a, ns=(10**18, 10**18))
+        got = {p.relative_to(pkg).as_posix() for p in fn([a], root=tmp_path)}
+        assert "c.py" in got and "b.py" not in got and "data/x.json" in got, (fn.__name__, got)
+
+
 def test_the_precise_closure_reads_a_package_init_as_a_re_export_table(tmp_path):
     from symlib.book.provenance import import_closure, import_closure_precise
 
