@@ -402,6 +402,7 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
     files: set[Path] = set()
     whole: set[Path] = set()          # files whose every import is followed
     asked: set[tuple[Path, str]] = set()
+    read: dict[Path, list] = {}       # each file's imports, for this closure
     todo: list[tuple[Path, str | None]] = [(p, None) for p in start]
 
     def want_module(name: str) -> None:
@@ -440,7 +441,9 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
         if path.suffix != ".py":
             continue
         own = _module_name(path, root) if is_init else ""
-        statements = _import_statements(path, root)
+        if path not in read:                  # a file is visited once per name asked of it: read it once
+            read[path] = _import_statements(path, root)
+        statements = read[path]
         if not is_init or name is None:       # an ordinary module, or a package imported whole
             if path in whole:
                 continue
