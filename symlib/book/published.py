@@ -194,11 +194,22 @@ def _stage_hashes(record: dict) -> set:
 
 def _combined_hash(record: dict) -> str | None:
     """The compute code hash a run's pieces record, from its stages' code hashes, for a chapter
-    whose stages declare their code (:func:`symlib.book.provenance.combined_code_hash`)."""
+    whose stages declare their code (:func:`symlib.book.provenance.combined_code_hash`).
+
+    The record names the stages it read entries of; a stage that caches nothing (chapter 4's
+    ``compile``, ``boston`` and ``robust``, which gather or compile) is in no group, and counts
+    with this checkout's code hash: the pieces' hash then matches only if that stage's code is
+    unchanged since the run too."""
     groups = (record.get("provenance") or {}).get("computed_with")
     parts = {s: g["code_hash"] for g in groups or [] if isinstance(g, dict) and g.get("code_hash")
              for s in g.get("stages") or []}
-    return combined_code_hash(parts) if parts else None
+    if not parts:
+        return None
+    chapter = record.get("chapter")
+    spec = declared(chapter) if isinstance(chapter, str) else None
+    for experiment in sorted({s.experiment_name(chapter) for s in spec.stages} if spec is not None else ()):
+        parts.setdefault(experiment, stage_code_hash(experiment))
+    return combined_code_hash(parts)
 
 
 def glue_key(output: dict) -> str | None:

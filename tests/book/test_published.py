@@ -9,7 +9,7 @@ import pytest
 
 from symlib.book import pieces
 from symlib.book import published as pub
-from symlib.book.provenance import compute_code_hash, profile_hash, stage_code_hash
+from symlib.book.provenance import compute_code_hash, declared, profile_hash, stage_code_hash
 from symlib.book.results import ChapterResults, precondition
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
@@ -261,6 +261,33 @@ def test_a_rerender_of_a_chapter_whose_stages_declare_their_code_finds_its_piece
     got = pub._computed(record, None, path)
     assert got["pieces"]["pieces"] == 2 and got["compute_time"] == "600 s" and got["device"] == "cuda (H100)"
     other = dict(record, provenance={"code_hash": "nb", "computed_with": [dict(groups[0], code_hash="0" * 16)]})
+    with pytest.raises(ValueError, match="neither an earlier published record"):
+        pub._computed(other, None, path)
+
+
+def test_a_rerender_finds_its_pieces_when_some_stages_cache_nothing(tmp_path):
+    """Chapter 4's ``compile``, ``boston`` and ``robust`` stages cache nothing, so a re-render's
+    record names only its other stages; its pieces' compute code hash still counts all of them
+    (this refused to publish chapter 4's paper run on 2026-11-29). A cached stage's hash other
+    than this checkout's is still refused."""
+    from symlib.book import pieces
+
+    chapter = "04_constrained_models"
+    cached = [f"{chapter}-{s}" for s in ("boston_fits", "prior", "robust_boston_fits", "robust_synth", "synth")]
+    every = {s.experiment_name(chapter) for s in declared(chapter).stages}
+    assert set(cached) < every                      # the case: some stages are in no group
+    groups = [{"code_hash": stage_code_hash(cached[0]), "stages": cached, "entries": 108}]
+    record = {"chapter": chapter, "profile": "paper", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": groups}}
+    path = tmp_path / "results" / f"{chapter}.json"
+    assert pub._combined_hash(record) == compute_code_hash(chapter)
+    for seconds, outcome in ((7800.0, "budget"), (988.0, "complete"), (12.0, "rendered")):
+        pieces.log_piece(chapter, profile="paper", device="cpu", seconds=seconds, outcome=outcome,
+                         directory=tmp_path / "results", code_hash=compute_code_hash(chapter))
+    got = pub._computed(record, None, path)
+    assert got["pieces"]["pieces"] == 2 and got["compute_time"] == "8788 s" and got["device"] == "cpu"
+    other = dict(record, provenance={"code_hash": "nb", "computed_with": [dict(groups[0], code_hash="0" * 16)]})
+    assert pub._combined_hash(other) != compute_code_hash(chapter)
     with pytest.raises(ValueError, match="neither an earlier published record"):
         pub._computed(other, None, path)
 
