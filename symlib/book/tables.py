@@ -689,15 +689,21 @@ def older_code_note(meta: dict) -> str:
             f"`{data}`). Rerun without `SYMLIB_KEEP_STALE` or `--cached-only` to recompute them.")
 
 
-def full_run_unmet(chapter: str) -> str:
-    """Markdown: which preconditions the published `full` run of ``chapter`` did not meet, with
-    the values it measured, the verdict column each gates and the claims it withholds there ("" when
-    no run is published)."""
-    record = published.load(chapter)
-    if record is None:
-        return ""
+def full_run_unmet(chapter: str, tiers=None) -> str:
+    """Markdown: which preconditions each published run of ``chapter`` (of ``tiers``, default all,
+    most converged first: ``paper`` before ``full``) did not meet, with the values it measured,
+    the verdict column each gates and the claims it withholds there ("" when no run is
+    published). Each run is named, so that a page whose text and verdicts come from the run in
+    front says what stopped that run and the other alike."""
+    parts = [_unmet(record) for record in published.records(chapter, tiers).values()]
+    return "\n\n".join(parts)
+
+
+def _unmet(record: dict) -> str:
+    """:func:`full_run_unmet` of one published record."""
     from symlib.book.cards import claim_numbers
 
+    tier = tier_of(record)
     where = {"both": "in both columns", "reproduced": "in the reproduced column", "robust": "in the robust column"}
     unmet: dict[tuple[str, str, str], list[str]] = {}
     for claim in record.get("claims", []):
@@ -706,7 +712,7 @@ def full_run_unmet(chapter: str) -> str:
                 column = pre.get("column", "both")
                 unmet.setdefault((pre["criterion"], str(pre["measured"]), column), []).append(claim["id"])
     if not unmet:
-        return f"*Every precondition of the published `{published.TIER}` run was met.*"
+        return f"*Every precondition of the published `{tier}` run was met.*"
     numbers = claim_numbers(record.get("claims", []))
 
     def named(ids: list[str]) -> str:  # by number, as the ledger's cards show them, linked to the card
@@ -717,7 +723,7 @@ def full_run_unmet(chapter: str) -> str:
              f"{named(ids)}"
              for (criterion, measured, column), ids in unmet.items()]
     device = (record.get("computed") or {}).get("device") or record.get("device")
-    return (f"In the published `{published.TIER}` run ({device}), these preconditions "
+    return (f"In the published `{tier}` run ({device}), these preconditions "
             "were not met (claims numbered as in the ledger's cards):\n\n" + "\n".join(lines))
 
 

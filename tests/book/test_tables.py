@@ -154,8 +154,18 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
     out = tables.full_run_unmet(CHAPTER)
     # the claims by their numbers in the ledger's cards, linked to the cards, not by their ids
     assert "split R-hat ≤ 1.01: measured **2.41**, so not judged in both columns: claims [1](#claim-a), [2](#claim-b)" in out
+    # a published paper run is listed first, named, and the full run's list follows
+    paper = json.loads((published.published_dir() / f"{CHAPTER}.json").read_text())
+    paper["profile"] = "paper"
+    paper["claims"] = [dict(c, preconditions=[dict(pre, measured="1.30")]) for c in paper["claims"][:1]]
+    (published.published_dir("paper") / f"{CHAPTER}.json").parent.mkdir(parents=True)
+    (published.published_dir("paper") / f"{CHAPTER}.json").write_text(json.dumps(paper))
+    both = tables.full_run_unmet(CHAPTER)
+    assert both.index("published `paper` run") < both.index("published `full` run")
+    assert "measured **1.30**, so not judged in both columns: claim [1](#claim-a)\n" in both
+    assert both.endswith(out) and tables.full_run_unmet(CHAPTER, ["full"]) == out
     publish_fake(_frame(), claims=[])
-    assert "Every precondition" in tables.full_run_unmet(CHAPTER)
+    assert "Every precondition of the published `full` run" in tables.full_run_unmet(CHAPTER)
 
 
 def test_timing_columns_are_left_out_of_comparisons():
