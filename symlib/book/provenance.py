@@ -52,6 +52,7 @@ __all__ = [
     "profile_hash",
     "provenance",
     "stage_code_hash",
+    "stage_experiments",
     "stale_code_groups",
 ]
 
@@ -216,14 +217,18 @@ def compute_code_hash(chapter: str, *, scheme: int = HASH_SCHEME) -> str:
     none declares its own code (:data:`STAGE_CODE_ATTRIBUTE`), else a digest of every stage
     experiment's. What the pieces of a run record: a piece continues the earlier ones (their
     cached entries and checkpoints) exactly when this is unchanged."""
-    folder = package_of_chapter(chapter)
-    spec = declared(chapter) if folder is not None else None
-    if spec is None or scheme < 2:
-        return stage_code_hash(chapter, scheme=scheme)
-    experiments = sorted({s.experiment_name(chapter) for s in spec.stages})
+    experiments = stage_experiments(chapter) if scheme >= 2 else []
     if all(declared_stage_code(e) is None for e in experiments):
         return stage_code_hash(chapter, scheme=scheme)
     return combined_code_hash({e: stage_code_hash(e, scheme=scheme) for e in experiments})
+
+
+def stage_experiments(chapter: str) -> list[str]:
+    """The cache experiments of ``chapter``'s declared stages (``<chapter>-<stage>``), sorted;
+    [] for a name with no package or no declared chapter. :func:`compute_code_hash` digests one
+    code hash per experiment here, cached or not."""
+    spec = declared(chapter) if package_of_chapter(chapter) is not None else None
+    return sorted({s.experiment_name(chapter) for s in spec.stages}) if spec is not None else []
 
 
 def combined_code_hash(parts: dict[str, str]) -> str:

@@ -33,6 +33,7 @@ from symlib.book.provenance import (
     declared,
     profile_hash,
     stage_code_hash,
+    stage_experiments,
     stale_code_groups,
 )
 from symlib.book.results import outcome, results_dir
@@ -206,8 +207,7 @@ def _combined_hash(record: dict) -> str | None:
     if not parts:
         return None
     chapter = record.get("chapter")
-    spec = declared(chapter) if isinstance(chapter, str) else None
-    for experiment in sorted({s.experiment_name(chapter) for s in spec.stages} if spec is not None else ()):
+    for experiment in stage_experiments(chapter) if isinstance(chapter, str) else []:
         parts.setdefault(experiment, stage_code_hash(experiment))
     return combined_code_hash(parts)
 

@@ -158,7 +158,7 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
     paper = json.loads((published.published_dir() / f"{CHAPTER}.json").read_text())
     paper["profile"] = "paper"
     paper["claims"] = [dict(c, preconditions=[dict(pre, measured="1.30")]) for c in paper["claims"][:1]]
-    (published.published_dir("paper") / f"{CHAPTER}.json").parent.mkdir(parents=True)
+    published.published_dir("paper").mkdir(parents=True)
     (published.published_dir("paper") / f"{CHAPTER}.json").write_text(json.dumps(paper))
     both = tables.full_run_unmet(CHAPTER)
     assert both.index("published `paper` run") < both.index("published `full` run")
