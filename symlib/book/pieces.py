@@ -5,7 +5,8 @@ budget (``$SYMLIB_BUDGET_S``; a stage raises
 :class:`~symlib.inference.hmc_resumable.BudgetExhausted` and keeps its checkpoint) and continued
 by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
 execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
-started, how long it ran, on which device, profile, commit and compute code hash
+started, how long it ran, on which device and host (:func:`host`: the CPU model, its widest
+vector instructions and its cores), profile, commit and compute code hash
 (:func:`symlib.book.provenance.compute_code_hash`), and how it ended (``complete``, ``budget``,
 ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
 :func:`account` reads the entries of a chapter's latest complete run, which
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import tempfile
 from datetime import UTC, datetime
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read"]
+__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "host", "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered")
 """How an execution ended (module docstring)."""
@@ -69,6 +71,32 @@ def _commit() -> str:
         return ""
 
 
+def host(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The machine a piece ran on, as far as its numbers can depend on it: the CPU model, its
+    widest vector instructions and its cores, e.g. ``"Intel(R) Xeon(R) Processor (AVX-512), 2
+    cores"``. Compiled samplers (Stan's NUTS through PyStan) and BLAS kernels take other
+    floating-point paths on other instruction sets, so the same seeds can give other draws on
+    another machine (Stan promises identical draws only for the same hardware, operating system
+    and compiler); this names the machines a run's pieces took. ``cpuinfo``: Linux's
+    ``/proc/cpuinfo``; elsewhere, or where it names no model, :func:`platform.processor` or the
+    machine type."""
+    model, flags = "", set()
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = " ".join(value.split())
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")) if flag in flags),
+               None)
+    cores = os.cpu_count()
+    return f"{model}{f' ({isa})' if isa else ''}, {cores} core{'s' if cores != 1 else ''}"
+
+
 def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
               directory: Path | None = None, started: datetime | None = None,
               code_hash: str | None = None, note: str | None = None) -> Path:
@@ -87,7 +115,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
     entries = read(chapter, directory)
     started = started or datetime.now(UTC)
     entries.append({"started": started.isoformat(timespec="seconds"), "seconds": round(float(seconds), 1),
-                    "device": device, "profile": profile, "commit": _commit()[:12], "outcome": outcome})
+                    "device": device, "host": host(), "profile": profile, "commit": _commit()[:12],
+                    "outcome": outcome})
     if code_hash is not None:
         entries[-1]["code_hash"] = code_hash
     if note:
@@ -108,8 +137,9 @@ def account(entries: list[dict], profile: str) -> dict | None:
     that profile completed.
 
     Returns:
-        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "stopped_at_budget",
-        "failed", "abandoned"}``.
+        ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last",
+        "stopped_at_budget", "failed", "abandoned"}`` (``hosts``: :func:`host` of every piece that
+        recorded one).
     """
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
@@ -124,12 +154,13 @@ def account(entries: list[dict], profile: str) -> dict | None:
 
 def _summary(since: list[dict]) -> tuple[list[dict], dict]:
     """The pieces of ``since`` run with its last piece's code (entries with no hash count too), and
-    their account: pieces, seconds, minutes, devices, first, last, abandoned (the others)."""
+    their account: pieces, seconds, minutes, devices, hosts, first, last, abandoned (the others)."""
     code = since[-1].get("code_hash")
     run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
     seconds = sum(float(e.get("seconds", 0.0)) for e in run)
     return run, {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
-                 "devices": sorted({str(e.get("device")) for e in run}), "first": run[0].get("started"),
+                 "devices": sorted({str(e.get("device")) for e in run}),
+                 "hosts": sorted({str(e["host"]) for e in run if e.get("host")}), "first": run[0].get("started"),
                  "last": run[-1].get("started"), "abandoned": len(since) - len(run)}
 
 
@@ -139,7 +170,7 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
     checkpoints), or None when its last piece completed the chapter or there is none.
 
     Returns:
-        ``{"pieces", "seconds", "minutes", "devices", "first", "last", "commit", "code_hash", "note",
+        ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last", "commit", "code_hash", "note",
         "abandoned"}``: ``note`` is how far the latest piece got (its stage's message).
     """
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]

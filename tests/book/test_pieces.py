@@ -45,7 +45,7 @@ def test_pieces_run_with_other_code_are_not_part_of_the_complete_run(tmp_path):
 
 def test_entries_are_appended_with_what_they_need(tmp_path):
     log = _log(tmp_path, ("paper", 12.34, "complete"))
-    assert set(log[0]) == {"started", "seconds", "device", "profile", "commit", "outcome"}
+    assert set(log[0]) == {"started", "seconds", "device", "host", "profile", "commit", "outcome"}
     assert log[0]["seconds"] == 12.3
     with pytest.raises(ValueError, match="outcome must be one of"):
         pieces.log_piece("x", profile="paper", device="cpu", seconds=1, outcome="killed", directory=tmp_path)
@@ -84,3 +84,45 @@ def test_a_run_in_progress_is_accounted_with_how_far_it_got(tmp_path):
     assert got["pieces"] == 2 and got["seconds"] == 410 and got["abandoned"] == 1
     assert got["note"] == "HMC: 1335 of 10600 transitions done" and got["devices"] == ["cuda (H100)"]
     assert pieces.in_progress(entries, "full") is None
+
+
+_CPUINFO = """processor\t: 0
+model name\t: Intel(R) Xeon(R)   Processor
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq
+processor\t: 1
+model name\t: Intel(R) Xeon(R)   Processor
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq
+"""
+
+
+@pytest.mark.parametrize(("flags", "isa"), [("avx avx2 avx512f", " (AVX-512)"), ("sse2 avx avx2", " (AVX2)"),
+                                            ("sse2 avx", " (AVX)"), ("sse2", "")])
+def test_host_names_the_cpu_model_its_widest_vector_instructions_and_cores(tmp_path, monkeypatch, flags, isa):
+    info = tmp_path / "cpuinfo"
+    info.write_text(_CPUINFO.replace("fpu sse2 avx avx2 fma avx512f avx512dq", flags))
+    monkeypatch.setattr(pieces.os, "cpu_count", lambda: 16)
+    assert pieces.host(info) == f"Intel(R) Xeon(R) Processor{isa}, 16 cores"
+
+
+def test_host_without_cpuinfo_falls_back_to_the_platform(tmp_path, monkeypatch):
+    monkeypatch.setattr(pieces.platform, "processor", lambda: "")
+    monkeypatch.setattr(pieces.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(pieces.os, "cpu_count", lambda: 1)
+    assert pieces.host(tmp_path / "absent") == "arm64, 1 core"
+
+
+def test_each_piece_records_its_host_and_the_account_lists_every_host_of_the_run(tmp_path, monkeypatch):
+    """A run whose pieces ran on two machines names both (the same seeds can give other draws on
+    other hardware); pieces of an earlier run and entries written before hosts were recorded
+    add none."""
+    hosts = iter(["old machine", "machine A", "machine B", "machine A"])
+    monkeypatch.setattr(pieces, "host", lambda: next(hosts))
+    log = _log(tmp_path, ("paper", 10, "complete"), ("paper", 600, "budget"), ("paper", 600, "budget"),
+               ("paper", 120, "complete"))
+    assert [e["host"] for e in log] == ["old machine", "machine A", "machine B", "machine A"]
+    assert pieces.account(log, "paper")["hosts"] == ["machine A", "machine B"]
+    del log[1]["host"], log[2]["host"], log[3]["host"]
+    assert pieces.account(log, "paper")["hosts"] == []
+    monkeypatch.setattr(pieces, "host", lambda: "machine C")
+    log = _log(tmp_path / "other", ("paper", 600, "budget"))
+    assert pieces.in_progress(log, "paper")["hosts"] == ["machine C"]
