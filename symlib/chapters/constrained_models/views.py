@@ -17,7 +17,7 @@ from symlib.chapters.constrained_models.figures import (
 from symlib.chapters.constrained_models.fits import METHODS
 from symlib.chapters.constrained_models.paper import reported
 from symlib.chapters.constrained_models.profiles import ConstrainedModelsProfile
-from symlib.chapters.constrained_models.stages_boston import AUTHORS_ANGLES
+from symlib.chapters.constrained_models.stages_boston import AUTHORS_ANGLES, BOSTON_MODELS
 from symlib.chapters.constrained_models.wilcoxon import wilcoxon_frame
 from symlib.nn import constrained as idf
 
@@ -261,6 +261,9 @@ QUOTES = (
     Quote("bmaxdepth_share", lambda r: 100 * _boston_diag(r)["share at max depth"].mean()),
     Quote("bmaxdepth", lambda r: r.config.boston_max_depth),
     Quote("brhat_max", lambda r: _boston_diag(r)["max split R-hat f(x)"].max()),
+    # the robust column's gate: the two models the Boston claims compare, not the authors' angle prior
+    Quote("brhat_gate", lambda r: _boston_diag(r).loc[lambda d: d["model"].isin(BOSTON_MODELS),
+                                                   "max split R-hat f(x)"].max()),
 )
 """Every number the page's prose quotes (``{glue:text}`name:fmt```); integers are glued as floats."""
 
