@@ -120,10 +120,52 @@ def test_smoke_profile_runs_end_to_end():
         assert detection[r["mode"], r["method"]]["FPR95"] == pytest.approx(r["FPR95"])
 
 
+def test_training_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
+    """The `paper` run trains its 1,100 networks in 11 chunks of 100, a stage no piece of a few
+    minutes could finish whole; each chunk is cached on its own, so a piece stopped inside the
+    stage keeps the chunks it finished and the next computes only the rest. The networks put
+    together are :func:`train_networks`' exactly."""
+    from symlib.book.pipeline import without_stages
+    from symlib.chapters.posterior_mmd import stages as stages_module
+
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    paper = get_profile("02b_posterior_mmd", "paper")
+    assert networks.train_chunks(paper) == [(c, 100) for c in range(11)]
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    assert networks.train_chunks(cfg) == [(0, 4), (1, 4), (2, 2)]
+    assert networks.train_chunks(dataclasses.replace(cfg, train_chunk=None)) == [(None, 10)]
+
+    real, trained = stages_module.train_chunk, []
+
+    def counting(config, data, seed, chunk, size, **kw):
+        trained.append((chunk, size))
+        return real(config, data, seed, chunk, size, **kw)
+
+    monkeypatch.setattr(stages_module, "train_chunk", counting)
+    training = without_stages(CHAPTER, ("samples", "eval", "robustness"))
+    first = training.run_stages(cfg, seed=0)["train"]
+    assert trained == [(0, 4), (1, 4), (2, 2)]
+    entries = sorted((tmp_path / "02b_posterior_mmd-train_chunks").glob("*.pt"))
+    assert len(entries) == 3
+    entries[0].unlink()  # as if the piece had stopped before that chunk was written
+    (tmp_path / "02b_posterior_mmd-train").rename(tmp_path / "set-aside")  # and before `train`
+    trained.clear()
+    again = training.run_stages(cfg, seed=0)["train"]
+    assert len(trained) == 1 and trained[0] in [(0, 4), (1, 4), (2, 2)]  # the missing chunk alone
+    whole = networks.train_networks(cfg, networks.load_data(cfg, ood=False), 0, progress=False)
+    for nets in (first, again):
+        for part in ("reference", "ensemble"):
+            for k in whole[part]:
+                assert torch.equal(nets[part][k], whole[part][k]), (part, k)
+        for k in ("reference_accuracy", "ensemble_accuracy", "reference_restarts", "ensemble_restarts"):
+            assert torch.equal(nets[k], whole[k]), k
+
+
 def test_streams_are_distinct_and_the_legacy_seeds_are_the_old_ones():
     CHAPTER.streams(0)  # raises if two named streams coincide
     seeds = {s.name: s.legacy_seed(7) for s in CHAPTER.stages if s.legacy_seed is not None}
-    assert seeds == {"train": 7, "samples": 8, "eval": 9}  # seed, seed + 1, seed + 2, as before
+    assert seeds == {"train_chunks": 7, "samples": 8, "eval": 9}  # seed, seed + 1, seed + 2, as before
     assert CHAPTER.legacy_aliases(0) == []
     assert CHAPTER.stage("robustness").legacy_seed is None and not CHAPTER.stage("robustness").streams
 
@@ -308,7 +350,7 @@ def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeyp
     small = dataclasses.replace(paper, ood_points=3)
     ctx = SimpleNamespace(config=CHAPTER.stage("eval").view(small), inputs={"train": None, "samples": None},
                           seed=0, device="cpu")
-    assert {s.name for s in CHAPTER.stages if "mnist_source" in s.fields} == {"train", "samples", "eval", "robustness"}
+    assert {s.name for s in CHAPTER.stages if "mnist_source" in s.fields} == {"train_chunks", "train", "samples", "eval", "robustness"}
 
     def reads(source):
         assert networks.load_data(paper, ood=False)["x_train"].shape == (6, 1, 28, 28) and loaded[-1] == source

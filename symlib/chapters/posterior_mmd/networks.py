@@ -30,11 +30,14 @@ from symlib.nn.training import SGDConfig, train_with_restarts
 __all__ = [
     "LEARNED_ACCURACY",
     "TRAIN_FIELDS",
+    "combine_chunks",
     "first_learned",
     "load_data",
     "sample_probs",
     "sgd_config",
     "test_accuracies",
+    "train_chunk",
+    "train_chunks",
     "train_networks",
 ]
 
@@ -114,19 +117,40 @@ def train_networks(config, data: dict, seed: int, *,
     CPU), their test accuracies and their restart counts (``reference_restarts``,
     ``ensemble_restarts``).
     """
-    n_ref, n_ens = config.reference_models, config.ensemble_models
-    total = n_ref + n_ens
-    if config.train_chunk is None:
-        chunks = [(None, total)]               # one batch from the run's seed itself
-    else:
-        sizes = [min(config.train_chunk, total - i) for i in range(0, total, config.train_chunk)]
-        chunks = list(enumerate(sizes))
+    chunks = train_chunks(config)
     tasks = [(config, data["x_train"], data["y_train"], seed, chunk, size,
               progress and len(chunks) == 1, str(device)) for chunk, size in chunks]
     parts = fan_out(_train_chunk, tasks, threads=config.threads, jobs=jobs,
                     progress=progress and len(chunks) > 1, desc="reference + ensemble chunks")
-    restarts = torch.cat([part.pop("restarts") for part in parts])
-    trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+    return combine_chunks(config, data, parts, device)
+
+
+def train_chunks(config) -> list[tuple[int | None, int]]:
+    """The independent training tasks of :func:`train_networks`, as ``(chunk, size)``:
+    ``[(None, total)]`` for one batch drawn from the run's seed itself (``train_chunk=None``),
+    else chunks ``0, 1, ...`` of ``config.train_chunk`` networks, the last one short.
+    Chapter 2b's ``train_chunks`` stage caches each on its own, so a run in pieces keeps the
+    chunks it finished."""
+    total = config.reference_models + config.ensemble_models
+    if config.train_chunk is None:
+        return [(None, total)]
+    return list(enumerate(min(config.train_chunk, total - i) for i in range(0, total, config.train_chunk)))
+
+
+def train_chunk(config, data: dict, seed: int, chunk: int | None, size: int, *,
+                progress: bool = True, device: torch.device | str = "cpu") -> dict:
+    """One task of :func:`train_chunks`: ``size`` OptuNets trained as one batch on the training
+    digits of ``data``, as :func:`train_networks` trains it (same seed, same networks)."""
+    return _train_chunk(config, data["x_train"], data["y_train"], seed, chunk, size, progress, str(device))
+
+
+def combine_chunks(config, data: dict, parts: list[dict], device: torch.device | str = "cpu") -> dict:
+    """:func:`train_networks`'s result from its chunks' results (in the order of
+    :func:`train_chunks`): the networks concatenated, split into the reference checkpoints and the
+    ensemble members, with their test accuracies on ``data`` and their restart counts."""
+    n_ref = config.reference_models
+    restarts = torch.cat([part["restarts"] for part in parts])
+    trained = {k: torch.cat([part[k] for part in parts]) for k in parts[0] if k != "restarts"}
     acc = test_accuracies(trained, data, device)
     return {"reference": {k: v[:n_ref] for k, v in trained.items()},
             "ensemble": {k: v[n_ref:] for k, v in trained.items()},

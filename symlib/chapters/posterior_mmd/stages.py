@@ -1,12 +1,17 @@
-"""Chapter 2b's compute: four cached stages, each a function of its declared profile fields.
+"""Chapter 2b's compute: five cached stages, each a function of its declared profile fields.
 
 Laurent, Aldea & Franchi (2024), Section 4, App. B and D.2 (NOTES.md §001). The reference
 posterior of OptuNet on MNIST is a set of independently trained checkpoints; each approximate
 method contributes weight samples, and the distance between the two sets is the layer-wise
 kernel-bank MMD, on raw weights ("MMD") and after symmetry removal ("NS").
 
-* ``train`` (:func:`~symlib.chapters.posterior_mmd.networks.train_networks`): the reference
-  checkpoints and the deep-ensemble members, all in one vmapped computation (or in chunks);
+* ``train_chunks`` (:func:`~symlib.chapters.posterior_mmd.networks.train_chunk`, a fan-out
+  stage): the reference checkpoints and the deep-ensemble members, all in one vmapped
+  computation or in chunks of ``train_chunk`` networks (the `paper` profile: 11 of 100), each
+  chunk cached on its own, so that a run in time-limited pieces keeps every chunk it finished;
+* ``train`` (:func:`~symlib.chapters.posterior_mmd.networks.combine_chunks`): the chunks put
+  together, the networks of :func:`~symlib.chapters.posterior_mmd.networks.train_networks`
+  exactly, with their test accuracies;
 * ``samples`` (:func:`~symlib.chapters.posterior_mmd.sampling.posterior_samples`): every method
   of Table 1, single-mode (around the first ensemble member that learned) and multi-mode (the
   same method around the first ``modes`` of them, the ``samples`` split evenly), MC dropout
@@ -34,7 +39,13 @@ from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.evaluation import EVAL_FIELDS, evaluate, ood_detection
-from symlib.chapters.posterior_mmd.networks import TRAIN_FIELDS, load_data, train_networks
+from symlib.chapters.posterior_mmd.networks import (
+    TRAIN_FIELDS,
+    combine_chunks,
+    load_data,
+    train_chunk,
+    train_chunks,
+)
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
 from symlib.chapters.symmetry_removal.reference import mnist_source
 
@@ -76,11 +87,27 @@ def _run_seed_plus_2(seed: int) -> int:
     return seed + 2
 
 
-def train(ctx: StageContext) -> dict:
-    """The reference checkpoints and the ensemble members, with their test accuracies."""
+def _chunk_items(config) -> list[tuple[int | None, int]]:
+    """``train_chunks``'s items: :func:`~symlib.chapters.posterior_mmd.networks.train_chunks`."""
+    return train_chunks(config)
+
+
+def trained_chunk(ctx: StageContext, item: tuple[int | None, int]) -> dict:
+    """One chunk of the reference checkpoints and ensemble members (``item``: ``(chunk, size)``)."""
+    chunk, size = item
     with torch_threads(ctx.config.threads):
         data = load_data(ctx.config, ood=False)
-        return train_networks(ctx.config, data, ctx.seed, device=ctx.device)
+        return train_chunk(ctx.config, data, ctx.seed, chunk, size,
+                           progress=len(train_chunks(ctx.config)) == 1, device=ctx.device)
+
+
+def train(ctx: StageContext) -> dict:
+    """The reference checkpoints and the ensemble members, with their test accuracies: the
+    chunks of ``train_chunks`` put together, in their order."""
+    chunks = ctx.inputs["train_chunks"]
+    with torch_threads(ctx.config.threads):
+        data = load_data(ctx.config, ood=False)
+        return combine_chunks(ctx.config, data, [chunks[item] for item in train_chunks(ctx.config)], ctx.device)
 
 
 def samples(ctx: StageContext) -> dict:
@@ -111,7 +138,9 @@ def detection(ctx: StageContext) -> list[dict] | None:
 
 
 STAGES = (
-    Stage("train", train, fields=_TRAIN, version=CACHE_VERSION, legacy_seed=_run_seed,
+    Stage("train_chunks", trained_chunk, fields=_TRAIN, version=CACHE_VERSION, legacy_seed=_run_seed,
+          key_data=_digits_files, items=_chunk_items),
+    Stage("train", train, fields=_TRAIN, version=CACHE_VERSION, needs=("train_chunks",),
           key_data=_digits_files),
     Stage("samples", samples, fields=_SAMPLES, version=CACHE_VERSION, needs=("train",),
           legacy_seed=_run_seed_plus_1, key_data=_digits_files),
@@ -121,7 +150,8 @@ STAGES = (
           key_data=_digits_and_ood_files),
 )
 """Chapter 2b's stages, in the order the old ``run`` computed them, each cached on its own under
-its old experiment (``02b_posterior_mmd-<name>``)."""
+its old experiment (``02b_posterior_mmd-<name>``); ``train_chunks`` (2026-11-29) splits the
+old ``train`` into its chunks, the networks unchanged."""
 
 STAGE_CODE = {stage.name: ("symlib.chapters.posterior_mmd.stages",) for stage in STAGES}
 """The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module
