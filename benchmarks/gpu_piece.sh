@@ -19,7 +19,11 @@
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
 # (it also copies the run's pieces file to published/paper/progress/<chapter>.json and, for chapter
 # 5, writes the HMC run's length, R-hat and ESS so far to <chapter>.chains.json: commit both, and
-# the reproducibility page says how far the run got)
+# the reproducibility page says how far the run got; and it saves the state's files of at most
+# CARRY_LIMIT_MIB (default 2) MiB into the tracked carry/ with `python -m symlib.book.carry save`:
+# commit carry/ too, so that a run whose state is small, such as chapter 1's checkpoints and
+# chapter 2b's training chunks, continues after .paper-carry/ is lost with a replaced machine;
+# each piece first loads carry/ where its unpacked state lacks a file)
 # and, once a piece reports the chapter complete, render its pages from that state:
 #   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
 # PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
@@ -57,8 +61,12 @@ case "${1:-piece}" in
     # the book says how far the run got: its pieces file, copied to published/paper/progress/,
     # and (chapter 5) the length, R-hat and ESS so far of the HMC run in progress, read from the
     # newest checkpoint (one HMC run samples at a time; older ones are of abandoned code)
-    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" results/pieces cache/checkpoints 2>/dev/null
+    tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" 2>/dev/null
     "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
+    # what is small also goes to the tracked carry/ (entries and checkpoints of at most
+    # CARRY_LIMIT_MIB each, the pieces file): committed, it survives a replaced machine, which
+    # .paper-carry/ does not; the next piece loads it where its unpacked state lacks it
+    SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-2}" "$CHAPTER"
     case $CHAPTER in
       05_rebasin_hmc)
         newest=$(ls -t "$tmp"/cache/checkpoints/*.pt 2>/dev/null | head -1)
@@ -106,6 +114,7 @@ fi
   nvidia-smi -L
   "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
   unpack "$STATE"
+  "$PY" -m symlib.book.carry load "$CHAPTER"   # committed carry/: what the unpacked state lacks
   date -u +"start %FT%TZ"
   skip=() && for s in ${SKIP:-}; do skip+=(--skip "$s"); done
   SYMLIB_BUDGET_S=$PIECE_S timeout "$HARD_S" "$PY" -m symlib.book.pipeline compute --profile "$PROFILE" --seed 0 \

@@ -88,3 +88,50 @@ def test_the_command_line_saves_lists_and_refuses_a_missing_chapter(two_caches, 
     assert f"{CHAPTER}: 3 entries (3 current" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         carry.main(["save"])
+
+
+def _checkpoint(root, name: str, size: int):
+    path = root / "checkpoints" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(range(256)) * (size // 256))
+    return path
+
+
+def test_checkpoints_travel_and_never_replace_the_caches_own(two_caches, monkeypatch, tmp_path):
+    """A fit stopped inside its stage (chapter 1's VI, chapter 5's HMC) left a checkpoint: it
+    travels with the entries, lands where the cache has none of its name, and a checkpoint
+    already there (the run continued on that machine) is kept."""
+    there, folder = two_caches
+    here = tmp_path / "here"
+    mine = _checkpoint(here, f"{CHAPTER}-fit-a-0123.pt", 1024)
+    _checkpoint(here, "00_symmetries-fit-b-4567.pt", 512)           # another chapter's
+    out = carry.save(CHAPTER, folder)
+    assert out["checkpoints"] == 1 and out["bytes"] >= 1024
+    assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [mine.name]
+    assert carry.entries(folder, CHAPTER) and all(e.experiment != "checkpoints" for e in carry.entries(folder, CHAPTER))
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    assert carry.load(CHAPTER, folder)["checkpoints"] == 1
+    assert (there / "checkpoints" / mine.name).read_bytes() == mine.read_bytes()
+    further = _checkpoint(there, mine.name, 2048)                     # the run went on here
+    assert carry.load(CHAPTER, folder)["checkpoints"] == 0
+    assert further.stat().st_size == 2048
+
+
+def test_files_over_the_limit_stay_behind_and_are_named(two_caches, tmp_path, capsys):
+    _there, folder = two_caches
+    here = tmp_path / "here"
+    _checkpoint(here, f"{CHAPTER}-hmc-main-89ab.pt", 3 << 20)           # 3 MiB
+    small = _checkpoint(here, f"{CHAPTER}-fit-a-0123.pt", 1024)
+    out = carry.save(CHAPTER, folder, limit=2)
+    assert out["saved"] == 3 and out["checkpoints"] == 1
+    assert out["too large, left"] == [f"checkpoints/{CHAPTER}-hmc-main-89ab.pt (3.0 MiB)"]
+    assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [small.name]
+    entry = max(here.glob(f"{CHAPTER}-boston_fits/*.pt"), key=lambda p: p.stat().st_size)
+    tiny = entry.stat().st_size / (1 << 20) / 2                        # below every entry's size
+    assert len(carry.save(CHAPTER, tmp_path / "other", limit=tiny)["too large, left"]) >= 2
+    assert carry.main(["list", "--dir", str(folder)]) == 0
+    assert "and 1 checkpoints" in capsys.readouterr().out
+    assert carry.main(["save", "--limit", "2", CHAPTER, "--dir", str(folder)]) == 0  # options anywhere
+    for bad in (["save", CHAPTER, "--limit", "0"], ["load", CHAPTER, "--limit", "2"]):
+        with pytest.raises(SystemExit):
+            carry.main(bad)
