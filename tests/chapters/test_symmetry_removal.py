@@ -84,7 +84,59 @@ def test_streams_distinct_and_legacy_seeds():
     assert CHAPTER.streams(0) == []
     assert CHAPTER.legacy_aliases(0) == [] and CHAPTER.legacy_aliases(7) == []
     seeds = {s.name: s.legacy_seed(10) for s in CHAPTER.stages if s.legacy_seed is not None}
-    assert seeds == {"toy": 10, "optunets": 11, "mass": 12, "optunet_ks": 13}
+    assert seeds == {"toy": 10, "optunet_chunks": 11, "mass": 12, "optunet_ks": 13}
+
+
+def test_optunets_in_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
+    """The `paper` run trains its 1,000 OptuNets in 10 chunks of 100 (one batch would outlast any
+    piece of a few minutes); each chunk is cached on its own, in the main run and in the momentum
+    sweep's rerun, so a piece stopped inside the stage keeps the chunks it finished. Put together,
+    the chunks are what train_optunets gives: the tracked networks' permutations side by side
+    across chunks, a chunk without tracked networks recording none."""
+    from symlib.book.pipeline import without_stages
+    from symlib.book.runtime import torch_threads
+    from symlib.chapters.symmetry_removal import optunets, stages
+
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
+    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    assert optunets.optunet_chunks(get_profile("02a_symmetry_removal", "paper")) == [(c, 100) for c in range(10)]
+    smoke = get_profile("02a_symmetry_removal", "smoke")
+    assert optunets.optunet_chunks(smoke) == [(None, 3)]                      # the other profiles: one batch
+    cfg = dataclasses.replace(smoke, optunet_models=5, optunet_chunk=2, optunet_tracked=3,
+                              robustness=(("optunet_momentum", 0.0),))
+    assert optunets.optunet_chunks(cfg) == [(0, 2), (1, 2), (2, 1)]
+
+    real, trained = stages.train_optunet_chunk, []
+
+    def counting(config, seed, chunk, size, device):
+        trained.append((config.optunet_momentum, chunk))
+        return real(config, seed, chunk, size, device)
+
+    monkeypatch.setattr(stages, "train_optunet_chunk", counting)
+    part = without_stages(CHAPTER, ("toy", "toy_ks", "modes"))
+    first = part.run_stages(cfg, seed=0)
+    assert sorted(trained) == [(0.0, 0), (0.0, 1), (0.0, 2), (0.9, 0), (0.9, 1), (0.9, 2)]  # run and sweep
+    nets = first["optunets"]
+    with torch_threads(cfg.threads):                                          # as the stage runs it
+        whole = optunets.train_optunets(cfg, 1)                               # its seed: run seed + 1
+    for k in whole["params"]:
+        assert torch.equal(nets["params"][k], whole["params"][k]), k
+    assert torch.equal(nets["accuracy"], whole["accuracy"]) and torch.equal(nets["restarts"], whole["restarts"])
+    assert nets["perms"].shape == (whole["perms"].shape[0], 3, 15) and torch.equal(nets["perms"], whole["perms"])
+    assert first["optunet_chunks"][(2, 1)]["perms"] is None                    # no tracked network in it
+    chunks = sorted((tmp_path / "02a_symmetry_removal-optunet_chunks").glob("*.pt"))
+    assert len(chunks) == 6
+    chunks[0].unlink()                                                        # a piece stopped before it
+    for stage in ("optunets", "mass", "robustness"):
+        for f in (tmp_path / f"02a_symmetry_removal-{stage}").glob("*.pt"):
+            f.unlink()
+    trained.clear()
+    again = part.run_stages(cfg, seed=0)
+    assert len(trained) == 1                                                  # the missing chunk alone
+    for k in whole["params"]:
+        assert torch.equal(again["optunets"]["params"][k], whole["params"][k]), k
+    sweep = again["robustness"][("optunet_momentum", 0.0)]["optunets"]
+    assert torch.equal(sweep["params"]["W1"], first["robustness"][("optunet_momentum", 0.0)]["optunets"]["params"]["W1"])
 
 
 def test_kendall_tau():
@@ -212,7 +264,7 @@ def test_smoke_robustness_stage(results):
     sweep = results["robustness"]
     assert list(sweep) == list(config.robustness)
     near, momentum = config.robustness
-    assert set(sweep[near]) == {"toy", "toy_ks"} and set(sweep[momentum]) == {"optunets", "changes", "mass", "optunet_ks"}
+    assert set(sweep[near]) == {"toy", "toy_ks"} and set(sweep[momentum]) == {"optunet_chunks", "optunets", "changes", "mass", "optunet_ks"}
     assert not torch.equal(sweep[near]["toy"]["raw"], results["toy"]["raw"])  # other data, other nets
     assert not torch.equal(sweep[momentum]["optunets"]["params"]["W1"], results["optunets"]["params"]["W1"])
     # an unchanged field reruns the same draws: the momentum setting's initialisation is the run's

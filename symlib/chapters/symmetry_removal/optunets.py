@@ -36,15 +36,21 @@ from symlib.symmetry import optunet_permutation_spec, resnet_permutation_spec
 __all__ = [
     "LEARNED_ACCURACY",
     "canonical_output_change",
+    "combine_optunet_chunks",
     "kendall_tau",
     "marginal_ks",
     "min_mass_table",
     "mode_count_table",
+    "optunet_chunks",
     "optunet_conv2_units",
     "permutation_changes",
+    "train_optunet_chunk",
     "train_optunets",
 ]
 
+
+
+_OPTUNET_STREAM = 0  # SeedSequence stream of the training chunks
 
 
 def _optunet_loss(params, x, y):
@@ -52,11 +58,13 @@ def _optunet_loss(params, x, y):
 
 
 def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dict:
-    """Train ``config.optunet_models`` OptuNets at once on ``device``; record sorting perms at
-    every step.
+    """Train ``config.optunet_models`` OptuNets on ``device``; record sorting perms at every step.
 
-    Initialisation, shuffles and crops are drawn from one CPU generator seeded ``seed``, so a GPU run trains the
-    same networks as a CPU run up to rounding (and the GPU/CPU agreement test can compare them).
+    All at once (``config.optunet_chunk`` None), or in independent chunks
+    (:func:`optunet_chunks`, :func:`train_optunet_chunk`) put together by
+    :func:`combine_optunet_chunks`. Initialisation, shuffles and crops are drawn from one CPU
+    generator per chunk (the single batch's seeded ``seed``), so a GPU run trains the same
+    networks as a CPU run up to rounding (and the GPU/CPU agreement test can compare them).
     The authors' restart rule applies (:func:`~symlib.chapters.symmetry_removal.reference.optunet_restart_rule`,
     checked on the training images): a network below 0.15 accuracy after epoch 3 is trained
     again alone from its next seed; a tracked network's permutations are then the replacement's.
@@ -68,25 +76,58 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
     ``config.optunet_tracked`` networks, from :func:`symlib.symmetry.canonicalising_element`
     (normalise, then sort by first weight).
     """
-    gen = torch.Generator().manual_seed(seed)
+    parts = [train_optunet_chunk(config, seed, chunk, size, device) for chunk, size in optunet_chunks(config)]
+    return combine_optunet_chunks(parts)
+
+
+def optunet_chunks(config) -> list[tuple[int | None, int]]:
+    """The independent trainings of :func:`train_optunets`, as ``(chunk, size)``: ``[(None,
+    optunet_models)]`` for one batch from the stage's seed itself (``optunet_chunk=None``), else
+    chunks ``0, 1, ...`` of ``config.optunet_chunk`` networks, the last one short. Chapter 2a's
+    ``optunet_chunks`` stage caches each on its own."""
+    total = config.optunet_models
+    if config.optunet_chunk is None:
+        return [(None, total)]
+    return list(enumerate(min(config.optunet_chunk, total - i) for i in range(0, total, config.optunet_chunk)))
+
+
+def _chunk_seed(seed: int, chunk: int | None) -> int:
+    """The single batch's seed is ``seed``; chunk ``c``'s is drawn from numpy's SeedSequence of
+    ``(seed, c)``."""
+    if chunk is None:
+        return seed
+    state = np.random.SeedSequence([seed, _OPTUNET_STREAM, chunk]).generate_state(2)
+    return int(state[0]) << 32 | int(state[1])
+
+
+def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
+                        device: torch.device | str = "cpu") -> dict:
+    """One task of :func:`optunet_chunks`: ``size`` OptuNets trained as one batch from the chunk's
+    seed, with their test accuracies, restarts and, for the tracked networks among them (the
+    first ``config.optunet_tracked`` of the whole run), their permutations after every step
+    (``perms`` is None when the chunk holds none)."""
+    chunk_seed = _chunk_seed(seed, chunk)
+    gen = torch.Generator().manual_seed(chunk_seed)
     source = mnist_source(config)
     data = load_mnist(source, flatten=False)
     x = ((data["x_train"] - MNIST_MEAN) / MNIST_SD).to(device)
     xt = ((data["x_test"] - MNIST_MEAN) / MNIST_SD).to(device)
     ps = optunet_permutation_spec()
-    params = {k: v.to(device) for k, v in init_optunet(gen, config.optunet_models).items()}
+    params = {k: v.to(device) for k, v in init_optunet(gen, size).items()}
     cfg = SGDConfig(lr=config.optunet_lr, epochs=config.optunet_epochs,
                     batch_size=config.optunet_batch, weight_decay=config.optunet_weight_decay,
                     momentum=config.optunet_momentum, milestones=config.optunet_milestones,
                     crop_padding=config.optunet_crop_padding)
 
-    tracked = min(config.optunet_tracked, config.optunet_models)
+    first = 0 if chunk is None else chunk * config.optunet_chunk
+    tracked = max(0, min(config.optunet_tracked, config.optunet_models) - first)
+    tracked = min(tracked, size)
 
     def perm_of(p):
         g = sym.canonicalising_element({k: v[:tracked] for k, v in p.items()}, ps)
         return torch.cat([g.perms[n] for n in ps.perm_sizes], -1).to(torch.int16).cpu()
 
-    history = [perm_of(params)]
+    history = [perm_of(params)] if tracked else None
     redone: dict[int, list] = {}  # tracked network -> its latest try's permutations
 
     def restart_step(m, step, p):
@@ -96,12 +137,15 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
 
     y = data["y_train"].to(device)
     trained, restarts = train_with_restarts(
-        _optunet_loss, params, x, y, cfg, gen, optunet_restart_rule(x, y, seed),
-        on_step=lambda step, p: history.append(perm_of(p)), on_restart_step=restart_step,
+        _optunet_loss, params, x, y, cfg, gen, optunet_restart_rule(x, y, chunk_seed),
+        on_step=(lambda step, p: history.append(perm_of(p))) if tracked else None,
+        on_restart_step=restart_step if tracked else None,
         batched_loss_fn=optunet_cross_entropy_batched)
-    perms = torch.stack(history)
-    for m, rows in redone.items():
-        perms[:, m] = torch.stack(rows)
+    perms = None
+    if tracked:
+        perms = torch.stack(history)
+        for m, rows in redone.items():
+            perms[:, m] = torch.stack(rows)
     with torch.no_grad():
         logits = torch.vmap(optunet_forward, in_dims=(0, None))(trained, xt).cpu()
     acc = (logits.argmax(-1) == data["y_test"]).float().mean(-1)
@@ -113,6 +157,22 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
         "steps_per_epoch": len(x) // config.optunet_batch,
         "n_train": len(x),
         "mnist_source": source,
+    }
+
+
+def combine_optunet_chunks(parts: list[dict]) -> dict:
+    """:func:`train_optunets`' result from its chunks' (in the order of :func:`optunet_chunks`):
+    parameters, accuracies and restarts concatenated, the tracked networks' permutations side by
+    side; a single chunk is returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    perms = [part["perms"] for part in parts if part["perms"] is not None]
+    return {
+        "params": {k: torch.cat([part["params"][k] for part in parts]) for k in parts[0]["params"]},
+        "accuracy": torch.cat([part["accuracy"] for part in parts]),
+        "restarts": torch.cat([part["restarts"] for part in parts]),
+        "perms": torch.cat(perms, 1) if perms else None,
+        **{k: parts[0][k] for k in ("steps_per_epoch", "n_train", "mnist_source")},
     }
 
 

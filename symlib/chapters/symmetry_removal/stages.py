@@ -2,8 +2,12 @@
 
 * ``toy`` (:func:`~symlib.chapters.symmetry_removal.toy.toy_posterior`, Figure 1): many 2-2-1
   ReLU perceptrons trained at once; their output weights raw, normalised and sorted;
-* ``optunets`` (:func:`~symlib.chapters.symmetry_removal.optunets.train_optunets`, Figures 2
-  and 4): OptuNets trained at once on MNIST, the sorting permutation recorded after every step;
+* ``optunet_chunks`` (:func:`~symlib.chapters.symmetry_removal.optunets.train_optunet_chunk`,
+  a fan-out stage) and ``optunets`` (Figures 2 and 4, their chunks put together: the networks of
+  :func:`~symlib.chapters.symmetry_removal.optunets.train_optunets`): OptuNets trained at once
+  on MNIST, or in chunks of ``optunet_chunk`` (the `paper` profile: 10 of 100), each chunk cached
+  on its own so that a run in time-limited pieces keeps every chunk it finished; the sorting
+  permutation recorded after every step;
 * ``changes`` (Figure 4): Kendall's tau between successive sorting permutations;
 * ``mass`` (Figure 2): every OptuNet's min-mass problem, solved twice (cvxpy, scipy);
 * ``toy_ks`` and ``optunet_ks`` (App. D.3): KS tests between a layer's units, raw and canonical
@@ -13,13 +17,14 @@
   ``robustness``, rerunning the stages that read the field it changes (:func:`sweep_setting`).
 
 The stages keep the seeds the chapter used before the contract (``legacy_seed``): the run seed
-for the toy, +1 for the OptuNets' training, +2 for the min-mass probe inputs, +3 for the
+for the toy, +1 for the OptuNets' training (``optunet_chunks``), +2 for the min-mass probe inputs, +3 for the
 canonical probe inputs; no two coincide. Every stage that computes with torch runs under the
 profile's ``threads``, as the whole chapter did before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from symlib.book.chapter import Stage, StageContext
@@ -28,12 +33,14 @@ from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.optunets import (
     LEARNED_ACCURACY,
     canonical_output_change,
+    combine_optunet_chunks,
     marginal_ks,
     min_mass_table,
     mode_count_table,
+    optunet_chunks,
     optunet_conv2_units,
     permutation_changes,
-    train_optunets,
+    train_optunet_chunk,
 )
 from symlib.chapters.symmetry_removal.reference import mnist_source
 from symlib.chapters.symmetry_removal.toy import toy_posterior
@@ -48,7 +55,7 @@ TOY_FIELDS = ("toy_models", "toy_points_per_class", "toy_means", "toy_lr", "toy_
               "toy_loss_threshold", "toy_norm", "threads")
 OPTUNET_FIELDS = ("optunet_models", "optunet_epochs", "optunet_milestones", "optunet_lr", "optunet_weight_decay",
                   "optunet_batch", "optunet_momentum", "optunet_crop_padding", "optunet_tracked", "mnist_source",
-                  "threads")
+                  "optunet_chunk", "threads")
 
 ROBUSTNESS_CHOICES = {
     "toy_means": ("toy class means", "toy"),
@@ -78,9 +85,20 @@ def _toy(ctx: StageContext) -> dict:
     return toy_posterior(ctx.config, ctx.seed, ctx.device)
 
 
-@_threaded
+def _optunet_items(config) -> list[tuple[int | None, int]]:
+    """``optunet_chunks``' items: :func:`~symlib.chapters.symmetry_removal.optunets.optunet_chunks`."""
+    return optunet_chunks(config)
+
+
+def _optunet_chunk(ctx: StageContext, item: tuple[int | None, int]) -> dict:
+    chunk, size = item
+    with torch_threads(ctx.config.threads):
+        return train_optunet_chunk(ctx.config, ctx.seed, chunk, size, ctx.device)
+
+
 def _optunets(ctx: StageContext) -> dict:
-    return train_optunets(ctx.config, ctx.seed, ctx.device)
+    chunks = ctx.inputs["optunet_chunks"]
+    return combine_optunet_chunks([chunks[item] for item in optunet_chunks(ctx.config)])
 
 
 def _changes(ctx: StageContext) -> dict:
@@ -126,8 +144,9 @@ def robustness_settings(config) -> list[tuple]:
 def sweep_setting(ctx: StageContext, setting: tuple) -> dict:
     """The stages that read ``setting``'s field, rerun with it changed (one sweep item).
 
-    A toy setting reruns ``toy`` and ``toy_ks``; an OptuNet setting reruns ``optunets``,
-    ``changes``, ``mass`` and ``optunet_ks``. Each runs as its own stage would, with its legacy
+    A toy setting reruns ``toy`` and ``toy_ks``; an OptuNet setting reruns ``optunet_chunks``
+    (each chunk through the cache, as the main run's, so that a piece stopped inside the
+    setting keeps its finished chunks), ``optunets``, ``changes``, ``mass`` and ``optunet_ks``. Each runs as its own stage would, with its legacy
     seed, on a view of the sweep's profile with the one field replaced.
 
     Returns:
@@ -141,8 +160,19 @@ def sweep_setting(ctx: StageContext, setting: tuple) -> dict:
         config = stage.view(ctx.config, ctx.chapter).replace(**{field: value})
         sub = StageContext(chapter=ctx.chapter, stage=stage, config=config, device=ctx.device,
                            inputs={n: out[n] for n in stage.needs}, run_seed=ctx.run_seed)
-        out[stage.name] = stage.compute(sub)
+        if stage.items is None:
+            out[stage.name] = stage.compute(sub)
+        else:  # a fan-out stage (the OptuNets' chunks): run by the contract, each item cached as in the main run
+            out[stage.name] = _alone(ctx.chapter, stage).run_stages(config, seed=ctx.run_seed,
+                                                                    device=ctx.device)[stage.name]
     return out
+
+
+def _alone(chapter: str, stage: Stage):
+    """``chapter``'s declared :class:`~symlib.book.chapter.Chapter` with ``stage`` as its only stage."""
+    from symlib.book.provenance import declared
+
+    return dataclasses.replace(declared(chapter), stages=(stage,))
 
 
 def _seed(offset: int):
@@ -156,7 +186,9 @@ def _offset(seed: int, offset: int) -> int:
 
 STAGES = (
     Stage("toy", _toy, fields=TOY_FIELDS, version=CACHE_VERSION, legacy_seed=_seed(0)),
-    Stage("optunets", _optunets, fields=OPTUNET_FIELDS, version=CACHE_VERSION, legacy_seed=_seed(1),
+    Stage("optunet_chunks", _optunet_chunk, fields=OPTUNET_FIELDS, version=CACHE_VERSION, legacy_seed=_seed(1),
+          key_data=_mnist_files, items=_optunet_items),
+    Stage("optunets", _optunets, fields=OPTUNET_FIELDS, version=CACHE_VERSION, needs=("optunet_chunks",),
           key_data=_mnist_files),
     Stage("changes", _changes, fields=OPTUNET_FIELDS, needs=("optunets",), cache=False, key_data=_mnist_files),
     Stage("mass", _mass, fields=OPTUNET_FIELDS, version=CACHE_VERSION, needs=("optunets",), legacy_seed=_seed(2),
