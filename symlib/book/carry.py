@@ -104,7 +104,7 @@ def checkpoints(root: pathlib.Path, chapter: str) -> list[pathlib.Path]:
     return sorted((pathlib.Path(root) / "checkpoints").glob(f"{chapter}-*.pt"))
 
 
-def _too_large(path: pathlib.Path, size: int, limit: float | None) -> bool:
+def _too_large(size: int, limit: float | None) -> bool:
     return limit is not None and size > limit * (1 << 20)
 
 
@@ -149,7 +149,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
         if not e.current:
             skipped += 1
             continue
-        if _too_large(e.path, e.size, limit):
+        if _too_large(e.size, limit):
             too_large.append(f"{e.experiment}/{e.path.name} ({e.size / (1 << 20):.1f} MiB)")
             continue
         _copy(e.path, directory / e.experiment / e.path.name)
@@ -161,7 +161,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     n_checkpoints = 0
     for path in checkpoints(cache.cache_dir(), chapter):
         n = path.stat().st_size
-        if _too_large(path, n, limit):
+        if _too_large(n, limit):
             too_large.append(f"checkpoints/{path.name} ({n / (1 << 20):.1f} MiB)")
             continue
         _copy(path, directory / "checkpoints" / path.name)
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         directory = pathlib.Path(args.dir or default_dir())
         names = args.chapters or sorted({chapter_of(p.parent.name) for p in directory.glob("*/*.pt")
                                          if p.parent.name != "checkpoints"}
-                                        | {p.name.split("-", 1)[0] for p in directory.glob("checkpoints/*.pt")})
+                                        | {chapter_of(p.name) for p in directory.glob("checkpoints/*.pt")})
         for chapter in names:
             found = entries(directory, chapter)
             current = sum(e.current for e in found)
