@@ -10,7 +10,7 @@ vector instructions and its cores), profile, commit and compute code hash
 (:func:`symlib.book.provenance.compute_code_hash`), and how it ended (``complete``, ``budget``,
 ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
 :func:`account` reads the entries of a chapter's latest complete run, which
-:func:`symlib.book.published.publish` stores with the record: pieces, device minutes, devices.
+:func:`symlib.book.published.publish` stores with the record: pieces, minutes of compute, devices.
 A piece run with other code than the complete one (a run abandoned when the chapter's code
 changed: its cache entries were recomputed) is not part of that run.
 """
@@ -182,9 +182,12 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
 
 
 def minutes_phrase(minutes: float, devices) -> str:
-    """``"22 device minutes"`` for a run with an accelerator among ``devices`` (the device names
-    the pieces logged, e.g. ``"cuda (NVIDIA H200)"``), ``"22 minutes"`` for one on the CPU alone
-    (its minutes are the machine's, not a device's)."""
+    """``"22 minutes of device compute"`` for a run with an accelerator among ``devices`` (the
+    device names the pieces logged, e.g. ``"cuda (NVIDIA H200)"``), ``"22 minutes"`` for one on
+    the CPU alone (its minutes are the machine's, not a device's). The minutes are the pieces'
+    own seconds (what ``log_piece`` records): a lent machine's start and the transfers to and
+    from it are not in them."""
     devices = [devices] if isinstance(devices, str) else list(devices or [])
     cpu_only = bool(devices) and all(str(d).split(" ")[0] == "cpu" for d in devices)
-    return f"{minutes:g} {'' if cpu_only else 'device '}minutes"
+    unit = "minute" if minutes == 1 else "minutes"
+    return f"{minutes:g} {unit}" if cpu_only else f"{minutes:g} {unit} of device compute"

@@ -3,7 +3,7 @@
 ``published/<tier>/<chapter>.json`` is the results file of the latest run of a chapter in that
 tier (:data:`TIERS`: ``full``, the data that ships here on two CPU cores; ``paper``, the papers'
 budgets on one GPU, in pieces): tables, claims with preconditions, robustness, wall time,
-device, commit, profile and code hashes, and how many pieces and device minutes the run took.
+device, commit, profile and code hashes, and how many pieces and minutes of compute the run took.
 ``published/<tier>/<chapter>/`` holds the figures that run drew (PNG, taken from the executed
 notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the book reads it,
 puts the most converged tier in front (:func:`records`), marks a record whose profile or code
@@ -66,7 +66,7 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     """Copy the finished ``tier`` run of ``chapter`` (results file and figures) to ``dest``
     (default ``published/<tier>/``), with the account of where its numbers were computed: device,
     commit, compute time and, from the chapter's pieces file (:mod:`symlib.book.pieces`), how
-    many pieces and device minutes its latest complete run took.
+    many pieces and minutes of compute its latest complete run took.
 
     Raises:
         FileNotFoundError: no results file for the chapter.
@@ -387,7 +387,7 @@ def _chains_line(record: dict) -> str:
 
 
 def progress_summary(chapter: str, tier: str = "paper") -> str | None:
-    """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, device minutes,
+    """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, minutes of compute,
     devices, how far the latest piece got, and each sampler's length, R-hat and ESS so far where
     :func:`chains_path` records them), or None when none is recorded or it completed."""
     from symlib.book.pieces import in_progress
@@ -413,8 +413,8 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
 
 
 def pieces_minutes(record: dict) -> str | None:
-    """How long a record computed in more than one piece took: ``"22 device minutes"``, or
-    ``"22 minutes"`` where only the CPU ran (:func:`symlib.book.pieces.minutes_phrase`); None for a
+    """How long a record computed in more than one piece took: ``"22 minutes of device compute"``,
+    or ``"22 minutes"`` where only the CPU ran (:func:`symlib.book.pieces.minutes_phrase`); None for a
     run in one piece."""
     computed = record.get("computed") or {}
     run = computed.get("pieces") or {}

@@ -167,12 +167,13 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
 
 
 def test_minutes_are_device_minutes_only_where_a_device_ran():
-    """A run on the CPU alone counts the machine's minutes; one with an accelerator, device minutes."""
+    """A run on the CPU alone counts the machine's minutes; one with an accelerator, minutes of device compute."""
     assert pieces.minutes_phrase(12.2, ["cpu (torch 2.13.0+cpu)"]) == "12.2 minutes"
     assert pieces.minutes_phrase(22.0, "cpu") == "22 minutes"
-    assert pieces.minutes_phrase(4.0, ["cuda (NVIDIA H200)"]) == "4 device minutes"
-    assert pieces.minutes_phrase(4.0, ["cpu", "cuda (H100)"]) == "4 device minutes"
-    assert pieces.minutes_phrase(1.0, []) == "1 device minutes", "unknown devices: not claimed to be the CPU"
+    assert pieces.minutes_phrase(1.0, "cpu") == "1 minute"
+    assert pieces.minutes_phrase(4.0, ["cuda (NVIDIA H200)"]) == "4 minutes of device compute"
+    assert pieces.minutes_phrase(4.0, ["cpu", "cuda (H100)"]) == "4 minutes of device compute"
+    assert pieces.minutes_phrase(1.0, []) == "1 minute of device compute", "unknown devices: not claimed to be the CPU"
 
 
 def test_published_records_with_or_without_computed_with_stay_valid():
@@ -212,7 +213,7 @@ def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypa
     run = record["computed"]["pieces"]
     assert record["profile"] == "paper" and run["pieces"] == 3 and run["minutes"] == 22.0
     assert run["stopped_at_budget"] == 2 and run["devices"] == ["cuda (NVIDIA H100 80GB HBM3)"]
-    assert "22 device minutes in 3 pieces" in pub.tier_summary(record)
+    assert "22 minutes of device compute in 3 pieces" in pub.tier_summary(record)
     with pytest.raises(ValueError, match="only `full` runs are published as full"):
         pub.publish("01_ortho_skip", source=tmp_path / "results", dest=tmp_path / "published" / "full")
     with pytest.raises(ValueError, match="tier must be one of"):
@@ -310,7 +311,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     out = pub.record_progress("05_rebasin_hmc", src)
     assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.json"
     line = pub.progress_summary("05_rebasin_hmc")
-    assert line.startswith("in progress: 1 piece, 4 device minutes on cuda (H100) (2026-11-27)")
+    assert line.startswith("in progress: 1 piece, 4 minutes of device compute on cuda (H100) (2026-11-27)")
     assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 "
                          "transitions done")
     # each sampler's length and mixing so far, where the chapter's progress reader recorded them
@@ -328,7 +329,7 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
                      directory=results, code_hash="older", note="chapter 5's HMC: 9 transitions done")
     pub.record_progress("05_rebasin_hmc", src)
     older = pub.progress_summary("05_rebasin_hmc")
-    assert older.startswith("in progress: 1 piece, 1 device minutes") and older.endswith(
+    assert older.startswith("in progress: 1 piece, 1 minute of device compute") and older.endswith(
         "from an older version of the code: its checkpoints are not continued, the next piece starts the run again")
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="h")

@@ -328,7 +328,7 @@ def test_the_paper_run_goes_in_front_of_the_full_run(run, publish_fake, tmp_path
     assert tables.published_tier(CHAPTER, run.config, "full")[0]["profile"] == "full"
     out = tables.show_table(run, "sinc_metrics", _frame(), caption="Per-variant metrics").data
     assert "Numbers of the published paper run" in out and "paper = the published paper run" in out
-    assert "22 device minutes over 3 pieces" in tables.provenance_line(record, [])
+    assert "22 minutes of device compute over 3 pieces" in tables.provenance_line(record, [])
     assert "In the published paper run" in cards.glance(CHAPTER, record)
     meta = {"profile": "smoke", "claims": [dict(paper["claims"][0], ours="smoke ours")]}
     html_out = tables.render_ledger(meta, label="Table 1.9", anchor="t",
