@@ -428,7 +428,7 @@ def test_computed_with_groups_are_compared_stage_by_stage():
 
 
 @pytest.mark.parametrize("chapter", ["02a_symmetry_removal", "02b_posterior_mmd", "03_sgm_vi", "04_constrained_models",
-                                     "05_rebasin_hmc"])
+                                     "05_rebasin_hmc", "06_synthesis"])
 def test_a_declared_stage_code_covers_every_stage_function_and_no_claim_or_text(chapter):
     """Each chapter that declares its stages' code (``STAGE_CODE``) declares every stage, and the
     closure of what it declares holds the module that defines each stage's function (a stage

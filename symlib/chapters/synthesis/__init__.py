@@ -8,7 +8,8 @@ code path of predictions and metrics.
 Notebook ``notebooks/06_synthesis.md``; :data:`CHAPTER` declares the chapter
 (:mod:`symlib.book.chapter`). Modules, one job each: ``profiles`` (its `smoke` / `quick` /
 `full` / `paper` sizes), ``benchmarks`` (the data sets, likelihoods, predictions and metrics),
-``remedies`` (fitting every method), ``stages`` (the compute: gold standards, fits, metrics),
+``remedies`` (fitting every method), ``gold`` (the gold-standard HMC in resumable pieces and
+what is kept of its draws), ``stages`` (the compute: gold standards, fits, metrics),
 ``claims`` (the ledger), ``views`` (tables, figure, quoted numbers and notes), ``paper`` (no
 paper numbers: the chapter goes beyond the papers).
 """
@@ -21,7 +22,7 @@ from symlib.chapters.synthesis.benchmarks import BENCHMARKS, Benchmark, load_ben
 from symlib.chapters.synthesis.paper import REPORTED, reported
 from symlib.chapters.synthesis.profiles import PROFILES, SynthesisProfile
 from symlib.chapters.synthesis.remedies import METHODS
-from symlib.chapters.synthesis.stages import STAGES
+from symlib.chapters.synthesis.stages import STAGE_CODE, STAGES
 from symlib.chapters.synthesis.views import QUOTES, VIEWS, findings, gold_notes
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "METHODS",
     "PROFILES",
     "REPORTED",
+    "STAGE_CODE",
     "Benchmark",
     "SynthesisProfile",
     "findings",

@@ -39,6 +39,7 @@ __all__ = [
     "predictions",
     "reset_peak",
     "thin",
+    "thin_index",
 ]
 
 BENCHMARKS = {"sinc": "regression", "boston": "regression", "digits": "classification"}
@@ -176,10 +177,14 @@ def metrics_row(b: Benchmark, fit: dict, gold: dict, gold_w: Params, gold_canon:
 # --------------------------------------------------------------------------- helpers
 
 
+def thin_index(total: int, n: int) -> np.ndarray:
+    """The ``min(n, total)`` indices evenly spaced over ``range(total)`` that :func:`thin` keeps."""
+    return np.linspace(0, total - 1, min(n, total)).round().astype(int)
+
+
 def thin(w: Params, n: int) -> Params:
     """``n`` samples (at most all) evenly spaced over the leading axis of ``w``."""
-    total = len(next(iter(w.values())))
-    idx = torch.as_tensor(np.linspace(0, total - 1, min(n, total)).round().astype(int))
+    idx = torch.as_tensor(thin_index(len(next(iter(w.values()))), n))
     return {k: v[idx] for k, v in w.items()}
 
 

@@ -2,10 +2,12 @@
 
 Four stages (:data:`STAGES`), run in order:
 
-* ``gold`` (one cached item per benchmark): long multi-chain HMC with jitter
-  (:mod:`symlib.inference.hmc`), its adequacy shown by split R-hat and bulk/tail ESS on
-  symmetry-invariant quantities (test predictions), beside the same diagnostics on canonicalised
-  and on raw weights (:func:`gold_standard`);
+* ``gold`` (one cached item per benchmark): long multi-chain HMC with jitter, checkpointed so
+  that it goes in pieces (:func:`symlib.chapters.synthesis.gold.gold_standard`, under
+  ``<cache>/checkpoints/``: :func:`gold_checkpoint`), its adequacy shown by split R-hat and
+  bulk/tail ESS on symmetry-invariant quantities (test predictions), beside the same diagnostics
+  on canonicalised and on raw weights; its record keeps the weights of the draws the comparisons
+  use, not every draw (:mod:`symlib.chapters.synthesis.gold`);
 * ``fits`` (one cached item per benchmark, method and seed): every remedy that fits something
   (:func:`~symlib.chapters.synthesis.remedies.fit_remedy`);
 * ``qr`` (one cached item per benchmark, ``q_r`` method and seed): the rebasin-compact
@@ -31,25 +33,27 @@ method, i]``, its own (:func:`fit_generators`).
 
 from __future__ import annotations
 
-import numpy as np
+import hashlib
+import json
+from pathlib import Path
+
 import pandas as pd
 import torch
 
 from symlib import symmetry as sym
+from symlib.book import cache
 from symlib.book.chapter import Stage, StageContext
 from symlib.book.runtime import torch_threads
 from symlib.book.streams import Stream
 from symlib.chapters.synthesis.benchmarks import (
     DATA_FIELDS,
     Benchmark,
-    flat,
     load_benchmark,
     metrics_row,
-    potential,
     predictions,
-    reset_peak,
-    thin,
+    thin_index,
 )
+from symlib.chapters.synthesis.gold import DIAG_WEIGHTS, floor_halves, gold_draws, gold_standard
 from symlib.chapters.synthesis.remedies import (
     COMPACT,
     FIT_FIELDS,
@@ -58,34 +62,34 @@ from symlib.chapters.synthesis.remedies import (
     method_name,
     methods,
 )
-from symlib.inference import hmc
-from symlib.metrics.mcmc import summary
-from symlib.nn.mlp import init_mlp, mlp_forward
 
 __all__ = [
     "DIAG_WEIGHTS",
     "GOLD",
     "STAGES",
+    "STAGE_CODE",
     "VERSION",
     "benchmark_results",
     "fit_generators",
+    "gold_checkpoint",
     "gold_floor",
     "gold_generator",
     "gold_standard",
     "summarise",
 ]
 
-VERSION = "3"
-"""Every cached stage's version (3: named streams, issue 27 step 5; 2: interval means of the ELBO)."""
+VERSION = "4"
+"""Every cached stage's version (4: the gold record keeps the compared draws, not every draw; 3:
+named streams, issue 27 step 5; 2: interval means of the ELBO)."""
 GOLD = "HMC: half the chains vs the other half"
 """The name of the floor row: the gold standard against itself."""
-DIAG_WEIGHTS = 300
-"""Weight coordinates (evenly spaced) whose R-hat/ESS the gold standard reports."""
 
 GOLD_FIELDS = ("benchmarks", *DATA_FIELDS, "hmc_chains", "hmc_burnin", "hmc_samples", "hmc_thin", "hmc_leapfrog",
-               "diag_points", "threads")
+               "diag_points", "threads", "mmd_gold", "n_pred_samples")
+"""The gold stage's fields: ``mmd_gold`` and ``n_pred_samples`` choose which draws its record keeps
+(:func:`symlib.chapters.synthesis.gold.reference_index`)."""
 FITS_FIELDS = ("benchmarks", "n_seeds", *DATA_FIELDS, *FIT_FIELDS, "threads")
-QR_FIELDS = (*GOLD_FIELDS, *(f for f in FITS_FIELDS if f not in GOLD_FIELDS), "mmd_gold")
+QR_FIELDS = (*GOLD_FIELDS, *(f for f in FITS_FIELDS if f not in GOLD_FIELDS))
 
 
 # --------------------------------------------------------------------------- random generators
@@ -110,55 +114,11 @@ def fit_generators(ctx: StageContext, benchmark: str, method: str, i: int,
 # --------------------------------------------------------------------------- gold standard
 
 
-def gold_standard(b: Benchmark, config, g: torch.Generator, device: str) -> dict:
-    """Multi-chain HMC on ``b``: the samples, their predictions and the mixing diagnostics.
-
-    Returns:
-        ``weights`` (all chains, chain-major), ``chain`` (each sample's chain), the predictions,
-        ``diagnostics`` (R-hat and ESS on predictions, canonical and raw weights) and the
-        sampler's statistics (``wall_s``, ``peak_mb``, ``accept_rate``, ``step_size``,
-        ``n_grad_evals``, ``stored_floats``).
-    """
-    chains = [init_mlp(b.spec, g) for _ in range(config.hmc_chains)]
-    init = {k: torch.stack([c[k] for c in chains]).to(device) for k in chains[0]}
-    peak = reset_peak(device)
-    res = hmc.sample(potential(b, b.x, b.y), init, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
-                     n_leapfrog=config.hmc_leapfrog, step_size=1e-2, generator=g, thin=config.hmc_thin,
-                     progress=False)
-    peak = peak()
-    store = res.samples
-    rows = store.batch(range(len(store)))                      # order (iteration, chain)
-    c, t = config.hmc_chains, config.hmc_samples
-    w = {k: v.reshape(t, c, *v.shape[1:]).transpose(0, 1).reshape(c * t, *v.shape[1:]) for k, v in rows.items()}
-    store.close()
-    out = predictions(b, w, {})
-    # symmetry-invariant diagnostics: the predictions at the first diag_points test inputs
-    with torch.no_grad():
-        f = torch.func.vmap(mlp_forward, in_dims=(0, None, None))(
-            {k: v.to(device) for k, v in w.items()}, b.x_test[: config.diag_points], b.spec)
-        if b.task == "classification":
-            f = torch.log_softmax(f, -1).gather(-1, b.y_test[: config.diag_points].expand(c * t, -1)[..., None])
-    pred = f[..., 0].reshape(c, t, -1).cpu().numpy()
-    weights = flat(w)
-    canon = flat(sym.canonicalise({k: v.double() for k, v in w.items()}, b.spec))
-    cols = np.linspace(0, weights.shape[1] - 1, min(DIAG_WEIGHTS, weights.shape[1])).round().astype(int)
-    diag = {
-        "predictions": summary(pred)._asdict(),
-        "canonical weights": summary(canon[:, cols].reshape(c, t, -1).numpy())._asdict(),
-        "raw weights": summary(weights[:, cols].reshape(c, t, -1).numpy())._asdict(),
-    }
-    return {"weights": w, "chain": np.repeat(np.arange(c), t), **out, "diagnostics": diag,
-            "wall_s": res.wall_time_s, "peak_mb": peak, "accept_rate": res.accept_rate.mean().item(),
-            "step_size": res.step_size.mean().item(), "n_grad_evals": res.n_grad_evals,
-            "stored_floats": c * t * b.spec.n_params}
-
-
 def gold_floor(b: Benchmark, gold: dict, config) -> dict:
     """The gold standard against itself: the first half of the chains vs the second half."""
-    half = np.asarray(gold["chain"]) < config.hmc_chains // 2
     # the sample sizes of the remedies' comparisons: n_pred_samples draws against mmd_gold
-    a = thin({k: v[torch.as_tensor(half)] for k, v in gold["weights"].items()}, config.n_pred_samples)
-    thin_b = thin({k: v[torch.as_tensor(~half)] for k, v in gold["weights"].items()}, config.mmd_gold)
+    first, second = floor_halves(config)
+    a, thin_b = gold_draws(gold, first), gold_draws(gold, second)
     pa, pb = predictions(b, a, {}), predictions(b, thin_b, {})
     fit = {**pa, "weights": a, "wall_s": gold["wall_s"] / 2,
            "stored_floats": gold["stored_floats"] / 2, "peak_mb": gold["peak_mb"]}
@@ -174,12 +134,33 @@ def _device(ctx: StageContext) -> str:
     return str(torch.device(ctx.device))
 
 
+def gold_checkpoint(ctx: StageContext, name: str) -> Path:
+    """Where benchmark ``name``'s gold standard checkpoints:
+    ``<cache>/checkpoints/<chapter>-gold-<name>-<digest>.pt``. The digest is of everything the
+    chains depend on (the stage's profile fields, the run seed, the device, the stage's code and
+    data hashes), so a checkpoint of other settings, code or data is never continued."""
+    ident = {"chapter": ctx.chapter, "benchmark": name, "fields": ctx.config.fields(), "seed": ctx.run_seed,
+             "device": cache.device_key(ctx.device), "code": cache.fingerprint(f"{ctx.chapter}-gold")}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-gold-{name}-{digest}.pt"
+
+
+def gold_reference(gold: dict, config) -> dict:
+    """The gold standard's draws evenly thinned to ``mmd_gold`` over all chains: what every
+    remedy's MMD and the ``q_r`` fit of the HMC samples compare with."""
+    return gold_draws(gold, thin_index(gold["n_draws"], config.mmd_gold))
+
+
 def _gold_item(ctx: StageContext, name: str) -> dict:
-    """Stage ``gold``, one benchmark (in torch's ``threads`` of the profile, as the old queue ran it)."""
+    """Stage ``gold``, one benchmark (in torch's ``threads`` of the profile, as the old queue ran
+    it), continuing from its checkpoint where one is left (:func:`gold_checkpoint`)."""
     device = _device(ctx)
+    path = gold_checkpoint(ctx, name)
     with torch_threads(ctx.config.threads):
         b = load_benchmark(name, ctx.config, device)
-        return gold_standard(b, ctx.config, gold_generator(ctx, name), device)
+        out = gold_standard(b, ctx.config, gold_generator(ctx, name), device, checkpoint=path)
+    path.unlink(missing_ok=True)   # the item's record is what is cached; its checkpoint is spent
+    return out
 
 
 def _benchmark_items(config) -> list[str]:
@@ -218,7 +199,7 @@ def _compact_item(ctx: StageContext, item: tuple[str, str, int]) -> dict:
             source, base, ref = ens["weights"], ens["wall_s"], 0
         else:
             gold = ctx.inputs["gold"][name]
-            source, base = thin(gold["weights"], config.mmd_gold), gold["wall_s"]
+            source, base = gold_reference(gold, config), gold["wall_s"]
             ref = i % len(next(iter(source.values())))
         return fit_compact(b, method, source, base, ref, config, g, device)
 
@@ -241,7 +222,7 @@ def benchmark_results(ctx: StageContext) -> dict[str, dict]:
     for n in config.benchmarks:
         b = load_benchmark(n, config, "cpu")
         gold = ctx.inputs["gold"][n]
-        gold_w = thin(gold["weights"], config.mmd_gold)
+        gold_w = gold_reference(gold, config)
         if b.task == "regression":
             gold = {**gold, "f_ref": predictions(b, gold_w, {})["f_test"]}
         gold_canon = sym.canonicalise({k: v.double() for k, v in gold_w.items()}, b.spec)
@@ -286,3 +267,10 @@ STAGES = (
     Stage("benchmarks", benchmark_results, fields=QR_FIELDS, needs=("gold", "fits", "qr"), cache=False),
 )
 """Chapter 6's stages, in order (see the module docstring)."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.synthesis.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module and
+what it imports (``gold``, ``remedies``, ``benchmarks`` and the library's samplers, VI, metrics and
+symmetry code), not ``claims``, ``views``, ``profiles`` or ``paper``. So an edit of the claims or
+texts leaves the cached entries and the gold standards' checkpoints current; an edit of what
+computes restarts them."""

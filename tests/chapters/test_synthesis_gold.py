@@ -1,0 +1,150 @@
+"""Chapter 6's gold standard in resumable pieces (symlib.chapters.synthesis.gold), checked against
+the computation it replaced: hmc.sample keeping every draw, then thinned, diagnosed and
+averaged whole."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from symlib import symmetry as sym
+from symlib.chapters import get_profile
+from symlib.chapters.synthesis import gold as G
+from symlib.chapters.synthesis import load_benchmark, stages
+from symlib.chapters.synthesis.benchmarks import flat, potential, thin
+from symlib.inference import hmc
+from symlib.inference.hmc_resumable import BudgetExhausted
+from symlib.metrics.mcmc import summary
+from symlib.nn.mlp import init_mlp, mlp_forward
+
+# more draws than thinned ones, so that the record keeps a strict subset
+CONFIG = dataclasses.replace(get_profile("06_synthesis", "smoke"), hmc_chains=4, hmc_samples=15, hmc_thin=2,
+                             mmd_gold=12, n_pred_samples=5, diag_points=7)
+
+
+def _whole(b, config, seed):
+    """The replaced computation: every draw kept (chain-major), then reduced whole."""
+    g = torch.Generator().manual_seed(seed)
+    chains = [init_mlp(b.spec, g) for _ in range(config.hmc_chains)]
+    init = {k: torch.stack([c[k] for c in chains]) for k in chains[0]}
+    res = hmc.sample(potential(b, b.x, b.y), init, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
+                     n_leapfrog=config.hmc_leapfrog, step_size=1e-2, generator=g, thin=config.hmc_thin,
+                     progress=False)
+    rows = res.samples.batch(range(len(res.samples)))          # (iteration, chain)
+    c, t = config.hmc_chains, config.hmc_samples
+    w = {k: v.reshape(t, c, *v.shape[1:]).transpose(0, 1).reshape(c * t, *v.shape[1:]) for k, v in rows.items()}
+    res.samples.close()
+    f = torch.func.vmap(mlp_forward, in_dims=(0, None, None))(w, b.x_test[: config.diag_points], b.spec)
+    if b.task == "classification":
+        f = torch.log_softmax(f, -1).gather(-1, b.y_test[: config.diag_points].expand(c * t, -1)[..., None])
+    weights = flat(w)
+    canon = flat(sym.canonicalise({k: v.double() for k, v in w.items()}, b.spec))
+    cols = np.linspace(0, weights.shape[1] - 1, min(G.DIAG_WEIGHTS, weights.shape[1])).round().astype(int)
+    out = {"weights": w, "accept": res.accept_rate.mean().item(),
+           "pred": f[..., 0].reshape(c, t, -1).double().numpy(),
+           "raw": weights[:, cols].reshape(c, t, -1).numpy(), "canon": canon[:, cols].reshape(c, t, -1).numpy()}
+    if b.task == "classification":
+        out["probs_test"] = torch.softmax(torch.func.vmap(mlp_forward, in_dims=(0, None, None))(w, b.x_test, b.spec),
+                                          -1).mean(0)
+    return out
+
+
+@pytest.mark.parametrize("name", ["sinc", "digits"])
+def test_the_record_keeps_exactly_the_compared_draws_of_the_whole_run(name):
+    b = load_benchmark(name, CONFIG, "cpu")
+    whole = _whole(b, CONFIG, seed=3)
+    gold = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(3), "cpu")
+    total = CONFIG.hmc_chains * CONFIG.hmc_samples
+    assert gold["n_draws"] == total and 0 < len(gold["index"]) < total
+    assert gold["accept_rate"] == whole["accept"], "the same chains as hmc.sample's"
+    # the draws every comparison reads: the same tensors as thinning every draw
+    ref = stages.gold_reference(gold, CONFIG)
+    for k, v in thin(whole["weights"], CONFIG.mmd_gold).items():
+        assert torch.equal(ref[k], v)
+    first = (CONFIG.hmc_chains // 2) * CONFIG.hmc_samples
+    halves = ({k: v[:first] for k, v in whole["weights"].items()}, {k: v[first:] for k, v in whole["weights"].items()})
+    for got, w, n in zip(G.floor_halves(CONFIG), halves, (CONFIG.n_pred_samples, CONFIG.mmd_gold), strict=True):
+        for k, v in thin(w, n).items():
+            assert torch.equal(G.gold_draws(gold, got)[k], v)
+    # the diagnostics: computed one transition at a time instead of on every draw at once
+    for what, x in (("predictions", whole["pred"]), ("raw weights", whole["raw"]),
+                    ("canonical weights", whole["canon"])):
+        expect = summary(x)._asdict()
+        assert gold["diagnostics"][what] == pytest.approx(expect, rel=1e-9, nan_ok=True), what
+    if b.task == "classification":
+        torch.testing.assert_close(gold["probs_test"], whole["probs_test"], rtol=0, atol=1e-6)
+        assert gold["probs_ood"].shape == (len(b.x_ood), 10)
+        assert torch.allclose(gold["probs_ood"].sum(-1), torch.ones(len(b.x_ood)))
+
+
+def test_a_draw_the_record_does_not_keep_is_refused_by_name():
+    b = load_benchmark("sinc", CONFIG, "cpu")
+    gold = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(0), "cpu")
+    missing = sorted(set(range(gold["n_draws"])) - set(gold["index"].tolist()))
+    with pytest.raises(KeyError, match=f"does not keep draws \\[{missing[0]}"):
+        G.gold_draws(gold, [missing[0]])
+
+
+def test_stopped_after_every_transition_and_continued_it_is_the_uninterrupted_run(tmp_path, monkeypatch):
+    b = load_benchmark("digits", CONFIG, "cpu")
+    whole = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu")
+    ckpt, pieces = tmp_path / "gold.pt", 0
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
+    while True:
+        pieces += 1
+        try:
+            split = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu", checkpoint=ckpt)
+            break
+        except BudgetExhausted as err:
+            assert ckpt.is_file() and "chapter 6's gold standard (digits)" in str(err)
+    assert pieces == CONFIG.hmc_burnin + CONFIG.hmc_samples * CONFIG.hmc_thin == split["pieces"]
+    assert np.array_equal(split["index"], whole["index"])
+    for k in whole["draws"]:
+        assert torch.equal(split["draws"][k], whole["draws"][k])
+    assert split["diagnostics"] == whole["diagnostics"]
+    assert torch.equal(split["probs_test"], whole["probs_test"]) and torch.equal(split["probs_ood"], whole["probs_ood"])
+    assert split["accept_rate"] == whole["accept_rate"] and split["n_grad_evals"] == whole["n_grad_evals"]
+
+
+def test_the_stage_continues_a_gold_standard_stopped_at_its_budget(sandbox, monkeypatch):
+    """Through the chapter: a piece stops in the gold stage keeping its checkpoints, the next
+    continues them and removes them, and the numbers are those of one uninterrupted run."""
+    from symlib.book import cache
+    from symlib.chapters.synthesis import CHAPTER
+
+    config = get_profile("06_synthesis", "smoke")
+    alone = CHAPTER.stage("gold")
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
+    with pytest.raises(BudgetExhausted):
+        stages._gold_item(_context(alone, config), "sinc")
+    left = sorted((cache.cache_dir() / "checkpoints").glob("06_synthesis-gold-sinc-*.pt"))
+    assert len(left) == 1 and left[0] == stages.gold_checkpoint(_context(alone, config), "sinc")
+    monkeypatch.delenv("SYMLIB_BUDGET_S")
+    continued = stages._gold_item(_context(alone, config), "sinc")
+    assert not left[0].exists(), "a finished item's checkpoint is spent"
+    assert continued["pieces"] == 2
+    fresh = stages._gold_item(_context(alone, config), "sinc")
+    assert fresh["pieces"] == 1 and fresh["diagnostics"] == continued["diagnostics"]
+    for k in fresh["draws"]:
+        assert torch.equal(fresh["draws"][k], continued["draws"][k])
+
+
+def test_the_checkpoint_names_its_settings():
+    config = get_profile("06_synthesis", "smoke")
+    from symlib.chapters.synthesis import CHAPTER
+
+    stage = CHAPTER.stage("gold")
+    base = stages.gold_checkpoint(_context(stage, config), "digits")
+    assert base.name.startswith("06_synthesis-gold-digits-")
+    assert stages.gold_checkpoint(_context(stage, config), "sinc") != base
+    assert stages.gold_checkpoint(_context(stage, dataclasses.replace(config, hmc_samples=11)), "digits") != base
+    assert stages.gold_checkpoint(_context(stage, config, seed=1), "digits") != base
+    assert stages.gold_checkpoint(_context(stage, dataclasses.replace(config, vi_epochs=7)), "digits") == base, \
+        "a field the gold stage does not read leaves its checkpoint alone"
+
+
+def _context(stage, config, seed=0):
+    from symlib.book.chapter import StageContext
+
+    return StageContext("06_synthesis", stage, stage.view(config), "cpu", {}, seed)
