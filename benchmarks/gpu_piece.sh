@@ -17,8 +17,8 @@
 #
 # Back on this machine, put the returned parts where the next piece finds them:
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
-# (it also copies the run's pieces file to published/paper/progress/<chapter>.json and, for chapter
-# 5, writes the HMC run's length, R-hat and ESS so far to <chapter>.chains.json: commit both, and
+# (it also copies the run's pieces file to published/paper/progress/<chapter>.json and, for chapters
+# 5 and 6, writes the HMC runs' length, R-hat and ESS so far to <chapter>.chains.json: commit both, and
 # the reproducibility page says how far the run got; and it saves the state's files of at most
 # CARRY_LIMIT_MIB (default 2) MiB into the tracked carry/ with `python -m symlib.book.carry save`:
 # commit carry/ too, so that a run whose state is small, such as chapter 1's checkpoints and
@@ -59,8 +59,9 @@ case "${1:-piece}" in
     mkdir -p "$CARRY" && rm -f "$CARRY"/state.tgz.* && cp "$2"/state.tgz.* "$CARRY"/ && chmod u+w "$CARRY"/state.tgz.*
     cp "$2"/piece.log "$CARRY"/last-piece.log 2>/dev/null
     # the book says how far the run got: its pieces file, copied to published/paper/progress/,
-    # and (chapter 5) the length, R-hat and ESS so far of the HMC run in progress, read from the
-    # newest checkpoint (one HMC run samples at a time; older ones are of abandoned code)
+    # and (chapters 5 and 6) the length, R-hat and ESS so far of the HMC runs in progress, read
+    # from chapter 5's newest checkpoint (one HMC run samples at a time; older ones are of
+    # abandoned code) or chapter 6's gold-standard checkpoints (removed once an item is cached)
     tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" 2>/dev/null
     "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
     # what is small also goes to the tracked carry/ (entries and checkpoints of at most
@@ -71,6 +72,11 @@ case "${1:-piece}" in
       05_rebasin_hmc)
         newest=$(ls -t "$tmp"/cache/checkpoints/*.pt 2>/dev/null | head -1)
         "$PY" -m symlib.chapters.rebasin_hmc.progress "published/paper/progress/$CHAPTER.chains.json" $newest ;;
+      06_synthesis)   # every gold standard stopped at the budget (items may stop side by side)
+        stopped=$(ls "$tmp"/cache/checkpoints/06_synthesis-gold-*.pt 2>/dev/null)
+        if [ -n "$stopped" ]; then
+          "$PY" -m symlib.chapters.synthesis.progress "published/paper/progress/$CHAPTER.chains.json" $stopped
+        else rm -f "published/paper/progress/$CHAPTER.chains.json"; fi ;;
     esac
     rm -rf "$tmp"
     ls -l "$CARRY"; exit 0 ;;

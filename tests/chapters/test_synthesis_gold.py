@@ -3,6 +3,7 @@ the computation it replaced: hmc.sample keeping every draw, then thinned, diagno
 averaged whole."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -148,3 +149,38 @@ def _context(stage, config, seed=0):
     from symlib.book.chapter import StageContext
 
     return StageContext("06_synthesis", stage, stage.view(config), "cpu", {}, seed)
+
+
+def test_the_progress_of_a_stopped_gold_standard_is_read_from_its_checkpoint(tmp_path, monkeypatch):
+    """Length, acceptance and the mixing of the draws so far, against hmc.sample run for that
+    many draws from the same seed (the same first draws: adaptation ends with the burn-in)."""
+    from symlib.chapters.synthesis.progress import checkpoint_progress, write_progress
+
+    b = load_benchmark("digits", CONFIG, "cpu")
+    ckpt = tmp_path / "06_synthesis-gold-digits-0123456789abcdef.pt"
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
+    draws = 6
+    done = CONFIG.hmc_burnin + draws * CONFIG.hmc_thin
+    for _ in range(done):   # one transition per piece
+        with pytest.raises(BudgetExhausted):
+            G.gold_standard(b, CONFIG, torch.Generator().manual_seed(2), "cpu", checkpoint=ckpt)
+    got = checkpoint_progress(ckpt)
+    assert (got["run"], got["chains"], got["transitions"], got["draws_per_chain"]) == \
+        ("gold digits", CONFIG.hmc_chains, done, draws)
+    assert got["total"] == CONFIG.hmc_burnin + CONFIG.hmc_samples * CONFIG.hmc_thin
+    assert got["quantity"] == f"the predictions at {CONFIG.diag_points} test inputs"
+    short = _whole(b, dataclasses.replace(CONFIG, hmc_samples=draws), seed=2)
+    expect = summary(short["pred"])._asdict()
+    assert got["rhat"] == pytest.approx(expect["rhat_max"], rel=1e-9)
+    assert got["bulk_ess"] == pytest.approx(expect["bulk_ess_min"], rel=1e-9)
+    assert got["accept"] == pytest.approx(short["accept"], rel=1e-12)
+    import os
+    import shutil
+
+    older = tmp_path / "06_synthesis-gold-digits-00000000000000aa.pt"
+    shutil.copy(ckpt, older)
+    os.utime(older, (1, 1))   # an abandoned checkpoint of the same benchmark: not reported
+    out = write_progress(tmp_path / "progress" / "06.chains.json", [older, ckpt])
+    assert [(r["run"], r["digest"]) for r in json.loads(out.read_text())] == [("gold digits", "0123456789abcdef")]
+    with pytest.raises(ValueError, match="not a chapter-6 gold-standard checkpoint name"):
+        checkpoint_progress(tmp_path / "gold.pt")
