@@ -39,7 +39,8 @@ from symlib.book.provenance import (
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "pieces_minutes", "progress_path", "progress_summary", "publish",
-           "published_dir", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier"]
+           "published_dir", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier",
+           "write_chains"]
 
 TIER = "full"
 """The tier published by default: the data that ships here, sized for two CPU cores."""
@@ -369,10 +370,20 @@ def record_progress(chapter: str, pieces_file: Path, *, tier: str = "paper") -> 
 def chains_path(chapter: str, tier: str = "paper") -> Path:
     """``published/<tier>/progress/<chapter>.chains.json``: how far each sampler of a run in progress
     got, read from its checkpoints by the chapter's progress reader (chapter 5:
-    :mod:`symlib.chapters.rebasin_hmc.progress`; ``benchmarks/gpu_piece.sh keep`` runs it): a
+    :mod:`symlib.chapters.rebasin_hmc.progress`; chapter 6: :mod:`symlib.chapters.synthesis.progress`;
+    ``benchmarks/gpu_piece.sh keep`` runs it): a
     list of ``{run, chains, transitions, total, draws_per_chain, draws_target, rhat, bulk_ess,
     quantity, ...}``."""
     return published_dir(tier) / "progress" / f"{chapter}.chains.json"
+
+
+def write_chains(out: str | Path, records: list[dict]) -> Path:
+    """Write a progress reader's records (the layout :func:`chains_path` names) to ``out`` as a
+    JSON list, making its folder."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(records, indent=1) + "\n")
+    return out
 
 
 def _chains_line(record: dict) -> str:

@@ -16,7 +16,6 @@ Public: :func:`checkpoint_progress`, :func:`write_progress`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from symlib.book.published import write_chains
 from symlib.metrics.mcmc import summary
 
 __all__ = ["checkpoint_progress", "write_progress"]
@@ -86,10 +86,7 @@ def write_progress(out: str | Path, checkpoints) -> Path:
         if record["run"] not in newest or when > newest[record["run"]][0]:
             newest[record["run"]] = (when, record)
     records = [newest[run][1] for run in sorted(newest)]
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(records, indent=1) + "\n")
-    return out
+    return write_chains(out, records)
 
 
 if __name__ == "__main__":
