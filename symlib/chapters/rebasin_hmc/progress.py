@@ -16,6 +16,7 @@ Public: :func:`checkpoint_progress`, :func:`write_progress`.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -23,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from symlib.book.published import write_chains
 from symlib.chapters.rebasin_hmc.hmc_summary import HMCSummary
 from symlib.chapters.rebasin_hmc.stages import checkpoint_run
 from symlib.chapters.rebasin_hmc.stages_bayes import mixing
@@ -76,7 +76,10 @@ def checkpoint_progress(path: str | Path) -> dict:
 def write_progress(out: str | Path, checkpoints) -> Path:
     """Write :func:`checkpoint_progress` of every checkpoint to ``out`` (a JSON list, by run)."""
     records = sorted((checkpoint_progress(p) for p in checkpoints), key=lambda r: (r["run"] != "main", r["run"]))
-    return write_chains(out, records)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(records, indent=1) + "\n")
+    return out
 
 
 if __name__ == "__main__":
