@@ -49,7 +49,7 @@ def test_a_kept_piece_continues_from_carry_after_paper_carry_is_lost(tmp_path):
     assert "compute rc=0" in first and "VI, 4 variants" in first       # it trained
     saved = _json_line(run("keep", str(out)), "saved")
     assert saved["saved"] >= 3 and saved["too large, left"] == [] and saved["pieces"] == 1
-    assert len(list((repo / "carry" / CHAPTER).glob("*.pt"))) == saved["saved"]
+    assert len(list((repo / "carry").glob(f"{CHAPTER}-*/*.pt"))) == saved["saved"]   # carry/<experiment>/
     assert list((repo / ".paper-carry" / CHAPTER).glob("state.tgz.*"))
 
     shutil.rmtree(repo / ".paper-carry")                                 # a replaced machine

@@ -825,7 +825,7 @@ def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
 
     pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "robustness", "01_ortho_skip"])
     entries = {p.parent.name for p in cache.cache_dir().rglob("*.pt")}
-    assert entries == {"01_ortho_skip"}                    # the main stage's entry (its folder) only
+    assert entries == {"01_ortho_skip-sinc"}               # the main stage's entry (its folder) only
     assert len(list(cache.cache_dir().rglob("*.pt"))) == 1
     (piece,) = pieces.read("01_ortho_skip")
     assert piece["outcome"] == "complete" and piece["note"] == "stages robustness skipped (computed before, kept aside)"

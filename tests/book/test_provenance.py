@@ -388,15 +388,15 @@ def test_a_stage_that_declares_its_code_is_hashed_over_that_code_only(tmp_path, 
     hash for all its stages."""
     assert pv.declared_stage_code("05_rebasin_hmc-bayes") == ("symlib.chapters.rebasin_hmc.stages",)
     assert pv.declared_stage_code("05_rebasin_hmc") is None        # a chapter, not a stage
-    assert pv.declared_stage_code("01_ortho_skip-sinc") is None     # chapter 1 declares none
+    assert pv.declared_stage_code("00_symmetries-brute") is None    # chapter 0 declares none
     fake = _copy_of_symlib(tmp_path, monkeypatch)
     stage = lambda: pv.stage_code_hash("05_rebasin_hmc-bayes")
     whole = lambda: pv.stage_code_hash("05_rebasin_hmc")
-    ch1 = lambda: pv.stage_code_hash("01_ortho_skip-sinc")
+    ch0 = lambda: pv.stage_code_hash("00_symmetries-brute")
     before = {"stage": stage(), "not": pv.stage_code_hash("05_rebasin_hmc-not"), "whole": whole(),
-              "compute": pv.compute_code_hash("05_rebasin_hmc"), "ch1": ch1()}
+              "compute": pv.compute_code_hash("05_rebasin_hmc"), "ch0": ch0()}
     assert before["stage"] != before["whole"] and before["stage"] == before["not"]   # all declare one module
-    assert ch1() == pv.stage_code_hash("01_ortho_skip") == pv.compute_code_hash("01_ortho_skip")
+    assert ch0() == pv.stage_code_hash("00_symmetries") == pv.compute_code_hash("00_symmetries")
     with open(fake / "chapters/rebasin_hmc/claims.py", "a") as f:
         f.write("# a claim's wording changed\n")
     assert stage() == before["stage"] and pv.compute_code_hash("05_rebasin_hmc") == before["compute"]
@@ -404,7 +404,7 @@ def test_a_stage_that_declares_its_code_is_hashed_over_that_code_only(tmp_path, 
     with open(fake / "chapters/rebasin_hmc/stages_bayes.py", "a") as f:
         f.write("# the sampler's evaluation changed\n")
     assert stage() != before["stage"] and pv.compute_code_hash("05_rebasin_hmc") != before["compute"]
-    assert ch1() == before["ch1"]
+    assert ch0() == before["ch0"]
     with open(fake / "inference/hmc_resumable.py", "a") as f:
         f.write("# the library's sampler changed\n")
     changed = stage()
@@ -427,8 +427,8 @@ def test_computed_with_groups_are_compared_stage_by_stage():
     assert pv.stale_code_groups("05_rebasin_hmc", [wide]) == [(wide, bayes)]
 
 
-@pytest.mark.parametrize("chapter", ["02a_symmetry_removal", "02b_posterior_mmd", "03_sgm_vi", "04_constrained_models",
-                                     "05_rebasin_hmc", "06_synthesis"])
+@pytest.mark.parametrize("chapter", ["01_ortho_skip", "02a_symmetry_removal", "02b_posterior_mmd", "03_sgm_vi",
+                                     "04_constrained_models", "05_rebasin_hmc", "06_synthesis"])
 def test_a_declared_stage_code_covers_every_stage_function_and_no_claim_or_text(chapter):
     """Each chapter that declares its stages' code (``STAGE_CODE``) declares every stage, and the
     closure of what it declares holds the module that defines each stage's function (a stage

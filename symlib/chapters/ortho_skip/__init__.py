@@ -14,13 +14,14 @@ from symlib.chapters.ortho_skip import claims as _claims  # the package's .claim
 from symlib.chapters.ortho_skip import gap
 from symlib.chapters.ortho_skip.paper import PAPER
 from symlib.chapters.ortho_skip.profiles import PROFILES, OrthoSkipProfile
-from symlib.chapters.ortho_skip.stages import ROBUSTNESS_CHOICES, STAGES, VARIANTS
+from symlib.chapters.ortho_skip.stages import ROBUSTNESS_CHOICES, STAGE_CODE, STAGES, VARIANTS
 from symlib.chapters.ortho_skip.views import QUOTES, VIEWS, plot_elbo_gap, plot_fits
 
 __all__ = [
     "CHAPTER",
     "PROFILES",
     "ROBUSTNESS_CHOICES",
+    "STAGE_CODE",
     "VARIANTS",
     "OrthoSkipProfile",
     "gap",

@@ -65,10 +65,12 @@ from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices
 
 __all__ = [
+    "EXPERIMENT",
     "GAP_FIELDS",
     "ROBUSTNESS_CHOICES",
     "SINC_FIELDS",
     "STAGES",
+    "STAGE_CODE",
     "VARIANTS",
     "VERSION",
     "checkpoint_path",
@@ -124,10 +126,11 @@ def _threads(device: torch.device) -> int | None:
 def checkpoint_path(ctx, name: str) -> Path:
     """Where the VI fit of sinc run ``name`` (``"main"`` or a sweep setting) checkpoints:
     ``<cache>/checkpoints/<chapter>-sinc-<name>-<digest>.pt``. The digest is of everything the fit
-    depends on (the stage's profile fields, the seed, the device and the chapter's stage code
-    hash), so a checkpoint of other settings or code is never continued."""
+    depends on (the stage's profile fields, the seed, the device and the stages' code and data
+    hashes: :data:`STAGE_CODE`), so a checkpoint of other settings or code is never continued, and
+    one of this code survives edits of the claims and texts."""
     ident = {"chapter": ctx.chapter, "run": name, "fields": ctx.config.fields(), "seed": ctx.seed,
-             "device": cache.device_key(ctx.device), "code": cache.fingerprint(ctx.chapter)}
+             "device": cache.device_key(ctx.device), "code": cache.fingerprint(EXPERIMENT)}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
     label = re.sub(r"[^A-Za-z0-9.]+", "_", name).strip("_")
     return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-sinc-{label}-{digest}.pt"
@@ -359,11 +362,23 @@ def run_seed(seed: int) -> int:
     return seed
 
 
+EXPERIMENT = "01_ortho_skip-sinc"
+"""The cache folder both stages share. It was the chapter's name (``01_ortho_skip``, the folder of
+the code before the chapter contract) until the stages declared their code (:data:`STAGE_CODE`),
+which a stage can only do under a folder of its own (``<chapter>-<name>``)."""
+
 STAGES = (
     Stage("main", main_stage, fields=(*SINC_FIELDS, *GAP_FIELDS), version=VERSION,
-          legacy_seed=run_seed, experiment="01_ortho_skip"),
+          legacy_seed=run_seed, experiment=EXPERIMENT),
     Stage("robustness", robustness_setting, fields=(*SINC_FIELDS, "robustness"), version=VERSION,
-          legacy_seed=run_seed, experiment="01_ortho_skip", items=robustness_settings),
+          legacy_seed=run_seed, experiment=EXPERIMENT, items=robustness_settings),
 )
-"""Chapter 1's stages. Both keep the cache folder and version of the code before the chapter
-contract (their keys changed shape: issue 27, item 4) and its seed, the run seed itself."""
+"""Chapter 1's stages. Both keep the version of the code before the chapter contract (their keys
+changed shape: issue 27, item 4) and its seed, the run seed itself."""
+
+STAGE_CODE = {stage.name: ("symlib.chapters.ortho_skip.stages",) for stage in STAGES}
+"""The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module and
+what it imports (``gap`` and the library's MFVI, its recorded step and the networks), not
+``claims``, ``views``, ``profiles`` or ``paper``. So an edit of the claims or texts leaves the
+cached entries and the VI fits' checkpoints current, and a `paper` run in GPU pieces continues;
+an edit of what computes restarts it."""
