@@ -19,18 +19,21 @@
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
 # (it also copies the run's pieces file to published/paper/progress/<chapter>.json and, for chapters
 # 5 and 6, writes the HMC runs' length, R-hat and ESS so far to <chapter>.chains.json: commit both, and
-# the reproducibility page says how far the run got; and it saves the state's files of at most
-# CARRY_LIMIT_MIB (default 2) MiB into the tracked carry/ with `python -m symlib.book.carry save`:
-# commit carry/ too, so that a run whose state is small, such as chapter 1's checkpoints and
-# chapter 2b's training chunks, continues after .paper-carry/ is lost with a replaced machine;
-# each piece first loads carry/ where its unpacked state lacks a file)
+# the reproducibility page says how far the run got; and it saves the state's files into the
+# tracked carry/ with `python -m symlib.book.carry save` (over 1 MiB xz-compressed; a file whose
+# stored size passes CARRY_LIMIT_MIB, default 32, stays behind, named): commit carry/ too, once,
+# after the session's last piece, so that the run continues after .paper-carry/ is lost with a
+# replaced machine (git keeps each committed version: chapter 5's HMC checkpoint is about 14 MB
+# stored with its one chain, 24 with four; benchmarks/carry_size.py); each piece first loads carry/ where its unpacked state lacks
+# a file, so a piece need not carry .paper-carry/ at all unless keep left a file behind)
 # and, once a piece reports the chapter complete, render its pages from that state:
 #   bash benchmarks/gpu_piece.sh render             # execute --cached-only --profile paper --device cuda
 # PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
 #
-# What travels to the GPU machine is at most 64 MiB (the working tree, .whl and .paper-carry
-# together). Chapter 5's state nears it in its robust run (the 4-chain checkpoint grows to about
-# 45 MiB beside 20 MiB of finished entries), so a finished stage nothing later reads can stay here:
+# What travels to the GPU machine is at most 64 MiB (the working tree with carry/, .whl and
+# .paper-carry when it is carried, together). carry/ holds the state compressed (chapter 5's
+# robust run: about 24 MB for the 4-chain checkpoint beside its finished entries), so a piece that
+# carries .paper-carry too nears the limit; there a finished stage nothing later reads can stay here:
 #   bash benchmarks/gpu_piece.sh aside bayes     # its entries -> .paper-aside/<chapter>/, not carried
 # then run the next pieces with SKIP=bayes (`pipeline compute --skip bayes`: the stage is left out,
 # the pieces file says so); `render` puts the entries set aside back before rendering.
@@ -64,10 +67,11 @@ case "${1:-piece}" in
     # abandoned code) or chapter 6's gold-standard checkpoints (removed once an item is cached)
     tmp=$(mktemp -d) && cat "$CARRY"/state.tgz.* | tar -xzf - -C "$tmp" 2>/dev/null
     "$PY" -m symlib.book.published progress "$CHAPTER" "$tmp/results/pieces/$CHAPTER.json"
-    # what is small also goes to the tracked carry/ (entries and checkpoints of at most
-    # CARRY_LIMIT_MIB each, the pieces file): committed, it survives a replaced machine, which
-    # .paper-carry/ does not; the next piece loads it where its unpacked state lacks it
-    SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-2}" "$CHAPTER"
+    # the state also goes to the tracked carry/ (entries and checkpoints of at most CARRY_LIMIT_MIB
+    # each as stored, large ones xz-compressed, and the pieces file): committed, it survives a
+    # replaced machine, which .paper-carry/ does not; the next piece loads it where its unpacked
+    # state lacks it
+    SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" "$CHAPTER"
     case $CHAPTER in
       05_rebasin_hmc)
         newest=$(ls -t "$tmp"/cache/checkpoints/*.pt 2>/dev/null | head -1)

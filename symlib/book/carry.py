@@ -15,11 +15,18 @@ recomputed, never served as current.
 A fit stopped inside its stage at the budget left a checkpoint (``<cache>/checkpoints/<chapter>-*.pt``:
 chapter 1's VI fits, chapter 5's HMC); ``save`` carries those too and ``load`` puts one back where
 the cache has none of that name (each checkpoint's name digests its settings, seed, device and
-code, and the fit checks it again before continuing). ``--limit MIB`` leaves out every file larger
-than that, named in the report: git keeps each version of a carried file, so a GPU run whose
-state is small (chapter 1's checkpoints are under 1 MiB, chapter 2b's training chunks about
-0.15 MB each) survives a replaced machine through ``carry/``, while chapter 5's 29 MiB HMC
-checkpoint stays in the pieces' own state (``benchmarks/gpu_piece.sh``).
+code, and the fit checks it again before continuing).
+
+Git keeps every version of a carried file, so what is carried is kept small. A file over
+:data:`COMPRESS_OVER` bytes is stored xz-compressed (``<name>.xz``, LZMA preset 9, whose 64 MiB
+window also folds the copies of one draw that a checkpoint holds: chapter 5's 29.8 MB HMC
+checkpoint, mostly float64 running sums of float32 draws, shrinks to 13.5 MB, where git's zlib
+leaves 26.0 MB; ``benchmarks/carry_size.py``) and
+decompressed by ``load``; one whose content is already carried is not written again. ``--limit
+MIB`` leaves out every file whose stored size is larger than that, named in the report: with
+``benchmarks/gpu_piece.sh keep``'s default a GPU run's whole state goes to ``carry/`` (chapter 1's
+checkpoints are under 1 MiB, chapter 2b's training chunks about 0.15 MB each, chapter 5's HMC
+checkpoint about 14 MB stored with one chain), so that it survives a replaced machine once committed.
 
 Command line::
 
@@ -38,15 +45,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import pathlib
 import sys
+import tempfile
+import warnings
 from dataclasses import dataclass
 
 from symlib.book import cache, pieces
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 
-__all__ = ["Entry", "checkpoints", "entries", "load", "main", "save"]
+__all__ = ["COMPRESS_OVER", "Entry", "checkpoints", "entries", "load", "main", "save"]
+
+COMPRESS_OVER = 1 << 20
+"""Files larger than this many bytes are carried xz-compressed (``<name>.xz``)."""
+XZ = ".xz"
+XZ_PRESET = 9
+"""LZMA preset 9: a 64 MiB dictionary, so that repeats far apart in one file are found."""
 
 
 def default_dir() -> pathlib.Path:
@@ -59,15 +75,54 @@ class Entry:
     """One cache entry file and whether this checkout would serve it as current."""
 
     path: pathlib.Path
+    """The file as stored: ``<key>.pt``, or ``<key>.pt.xz`` in a carry folder."""
     experiment: str
     key: str
     size: int
+    """Bytes as stored (compressed, for a ``.xz`` file)."""
     current: bool
     why: str
 
+    @property
+    def name(self) -> str:
+        """The entry's file name in a cache, ``<key>.pt``."""
+        return _plain_name(self.path)
+
+
+def _plain_name(path: pathlib.Path) -> str:
+    """``<name>`` of a stored ``<name>`` or ``<name>.xz``."""
+    return path.name.removesuffix(XZ)
+
+
+def _unreadable(path: pathlib.Path, reason: str) -> None:
+    warnings.warn(f"carried file {path} is invalid: {reason}; it is not loaded.", cache.CacheCorruptionWarning,
+                  stacklevel=4)
+
+
+def _contents(path: pathlib.Path) -> bytes | None:
+    """A stored file's bytes, decompressed where it is ``.xz``; None (with a warning) for an
+    ``.xz`` file that does not decompress (truncated or corrupted)."""
+    data = path.read_bytes()
+    if not path.name.endswith(XZ):
+        return data
+    try:
+        return lzma.decompress(data)
+    except (lzma.LZMAError, EOFError) as error:
+        _unreadable(path, f"it does not decompress ({error})")
+        return None
+
 
 def _read_header(path: pathlib.Path) -> dict | None:
-    ok, _value, meta = cache._load(path)   # checksum and unpickling checked; a bad file is quarantined
+    if not path.name.endswith(XZ):
+        ok, _value, meta = cache._load(path)   # checksum and unpickling checked; a bad file is quarantined
+        return meta if ok else None
+    data = _contents(path)
+    if data is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="symlib-carry-") as folder:
+        plain = pathlib.Path(folder) / _plain_name(path)
+        plain.write_bytes(data)
+        ok, _value, meta = cache._load(plain)
     return meta if ok else None
 
 
@@ -75,22 +130,30 @@ def _entry(path: pathlib.Path, chapter: str, prints: dict) -> Entry | None:
     experiment = path.parent.name
     if chapter_of(experiment) != chapter:
         return None
+    key = _plain_name(path).removesuffix(".pt")
     meta = _read_header(path)
     if meta is None:
-        return Entry(path, experiment, path.stem, path.stat().st_size if path.exists() else 0, False,
+        return Entry(path, experiment, key, path.stat().st_size if path.exists() else 0, False,
                      "unreadable (checksum or payload)")
     if experiment not in prints:       # hashing the code takes a second or two: once per experiment
         prints[experiment] = cache.fingerprint(experiment)
     recorded, now = cache._recorded_with(meta), prints[experiment]
     changed = [name for name in ("code", "data") if recorded[f"{name}_hash"] != now[f"{name}_hash"]]
     why = "current" if not changed else f"computed with other {' and '.join(changed)}"
-    return Entry(path, experiment, path.stem, path.stat().st_size, not changed, why)
+    return Entry(path, experiment, key, path.stat().st_size, not changed, why)
+
+
+def _stored(root: pathlib.Path, pattern: str) -> list[pathlib.Path]:
+    """Files under ``root`` matching ``pattern`` (``….pt``), plain or ``.xz``."""
+    root = pathlib.Path(root)
+    return sorted([*root.glob(pattern), *root.glob(pattern + XZ)])
 
 
 def entries(root: pathlib.Path, chapter: str, prints: dict | None = None) -> list[Entry]:
-    """The cache entries of ``chapter``'s experiments under ``root`` (``<root>/<experiment>/<key>.pt``)."""
+    """The cache entries of ``chapter``'s experiments under ``root`` (``<root>/<experiment>/<key>.pt``,
+    or ``<key>.pt.xz`` as a carry folder stores a large one)."""
     found, prints = [], ({} if prints is None else prints)
-    for path in sorted(pathlib.Path(root).glob("*/*.pt")):
+    for path in _stored(root, "*/*.pt"):
         if path.parent.name == "checkpoints":   # not cache entries (:func:`checkpoints`)
             continue
         entry = _entry(path, chapter, prints)
@@ -100,17 +163,58 @@ def entries(root: pathlib.Path, chapter: str, prints: dict | None = None) -> lis
 
 
 def checkpoints(root: pathlib.Path, chapter: str) -> list[pathlib.Path]:
-    """``chapter``'s checkpoints under ``root`` (``<root>/checkpoints/<chapter>-*.pt``)."""
-    return sorted((pathlib.Path(root) / "checkpoints").glob(f"{chapter}-*.pt"))
+    """``chapter``'s checkpoints under ``root`` (``<root>/checkpoints/<chapter>-*.pt``, or ``.pt.xz``
+    as a carry folder stores a large one)."""
+    return _stored(pathlib.Path(root) / "checkpoints", f"{chapter}-*.pt")
 
 
 def _too_large(size: int, limit: float | None) -> bool:
     return limit is not None and size > limit * (1 << 20)
 
 
-def _copy(src: pathlib.Path, dst: pathlib.Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    cache._atomic_write(dst, src.read_bytes())   # the cache's own writer: fsync, a temporary name it can clean up
+def _write(path: pathlib.Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cache._atomic_write(path, data)   # the cache's own writer: fsync, a temporary name it can clean up
+
+
+def _store(src: pathlib.Path, folder: pathlib.Path, limit: float | None) -> tuple[int, bool]:
+    """Carry the cache file ``src`` into ``folder`` (compressed when over :data:`COMPRESS_OVER`),
+    unless its stored size is over ``limit`` MiB. Returns ``(stored bytes, carried)``; a file whose
+    content is carried already is left as it is (a newer xz could compress it to other bytes)."""
+    data = src.read_bytes()
+    plain, packed = folder / src.name, folder / (src.name + XZ)
+    target, other = (packed, plain) if len(data) > COMPRESS_OVER else (plain, packed)
+    if target.exists() and target.stat().st_size > 0 and _same(target, data):
+        stored = None
+    else:
+        stored = lzma.compress(data, preset=XZ_PRESET) if target is packed else data
+    size = target.stat().st_size if stored is None else len(stored)
+    if _too_large(size, limit):
+        return size, False
+    if stored is not None:
+        _write(target, stored)
+    other.unlink(missing_ok=True)   # carried before in the other form
+    return size, True
+
+
+def _same(path: pathlib.Path, data: bytes) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cache.CacheCorruptionWarning)   # a bad one is simply rewritten
+        return _contents(path) == data
+
+
+def _unpack(path: pathlib.Path, dst: pathlib.Path) -> bool:
+    """Put the carried ``path`` at ``dst`` (a cache file), decompressed; False if it is unreadable."""
+    data = _contents(path)
+    if data is None:
+        return False
+    _write(dst, data)
+    return True
+
+
+def _mib(stored: int, size: int) -> str:
+    mib = f"{stored / (1 << 20):.1f} MiB"
+    return mib if stored == size else f"{mib} as xz, of {size / (1 << 20):.1f} MiB"
 
 
 def _merged(*lists: list[dict]) -> list[dict]:
@@ -138,9 +242,10 @@ def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
 
 
 def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | None = None) -> dict:
-    """Copy ``chapter``'s current cache entries and its checkpoints into ``directory``; drop its
-    carried entries that are no longer current. ``limit`` (MiB): files larger than that are not
-    carried (``"too large, left"`` names them). Returns counts and bytes."""
+    """Copy ``chapter``'s current cache entries and its checkpoints into ``directory`` (those over
+    :data:`COMPRESS_OVER` bytes xz-compressed); drop its carried entries that are no longer
+    current. ``limit`` (MiB): files whose stored size is larger than that are not carried
+    (``"too large, left"`` names them). Returns counts and stored bytes."""
     directory = pathlib.Path(directory or default_dir())
     saved = skipped = removed = size = 0
     too_large: list[str] = []
@@ -149,22 +254,21 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
         if not e.current:
             skipped += 1
             continue
-        if _too_large(e.size, limit):
-            too_large.append(f"{e.experiment}/{e.path.name} ({e.size / (1 << 20):.1f} MiB)")
+        n, carried = _store(e.path, directory / e.experiment, limit)
+        if not carried:
+            too_large.append(f"{e.experiment}/{e.path.name} ({_mib(n, e.size)})")
             continue
-        _copy(e.path, directory / e.experiment / e.path.name)
-        saved, size = saved + 1, size + e.size
+        saved, size = saved + 1, size + n
     for e in entries(directory, chapter, prints):
         if not e.current:
             e.path.unlink()
             removed += 1
     n_checkpoints = 0
     for path in checkpoints(cache.cache_dir(), chapter):
-        n = path.stat().st_size
-        if _too_large(n, limit):
-            too_large.append(f"checkpoints/{path.name} ({n / (1 << 20):.1f} MiB)")
+        n, carried = _store(path, directory / "checkpoints", limit)
+        if not carried:
+            too_large.append(f"checkpoints/{path.name} ({_mib(n, path.stat().st_size)})")
             continue
-        _copy(path, directory / "checkpoints" / path.name)
         n_checkpoints, size = n_checkpoints + 1, size + n
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
     return {"chapter": chapter, "saved": saved, "checkpoints": n_checkpoints, "bytes": size,
@@ -183,19 +287,17 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
         if not e.current:
             skipped += 1
             continue
-        target = root / e.experiment / e.path.name
+        target = root / e.experiment / e.name
         there = _entry(target, chapter, prints) if target.exists() else None
         if there is not None and there.current:
             kept += 1
             continue
-        _copy(e.path, target)
-        loaded += 1
+        loaded += _unpack(e.path, target)
     n_checkpoints = 0
     for path in checkpoints(directory, chapter):
-        target = root / "checkpoints" / path.name
+        target = root / "checkpoints" / _plain_name(path)
         if not target.exists():   # the cache's own is at least as far on (the same run, continued here)
-            _copy(path, target)
-            n_checkpoints += 1
+            n_checkpoints += _unpack(path, target)
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter, directory), pieces.pieces_path(chapter))
     return {"chapter": chapter, "loaded": loaded, "checkpoints": n_checkpoints, "already in the cache": kept,
             "not current, left": skipped, "pieces": n_pieces, "cache": str(root)}
@@ -207,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*", help="chapter names (list: all found)")
     p.add_argument("--dir", type=pathlib.Path, default=None, help="the carry folder (default: carry/ in the checkout)")
     p.add_argument("--limit", type=float, default=None, metavar="MIB",
-                   help="save: leave out every file larger than this many MiB (default: no limit)")
+                   help="save: leave out every file whose stored (compressed) size is larger than this "
+                        "many MiB (default: no limit)")
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
@@ -215,16 +318,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
     if args.action == "list":
         directory = pathlib.Path(args.dir or default_dir())
-        names = args.chapters or sorted({chapter_of(p.parent.name) for p in directory.glob("*/*.pt")
+        names = args.chapters or sorted({chapter_of(p.parent.name) for p in _stored(directory, "*/*.pt")
                                          if p.parent.name != "checkpoints"}
-                                        | {chapter_of(p.name) for p in directory.glob("checkpoints/*.pt")})
+                                        | {chapter_of(p.name) for p in _stored(directory, "checkpoints/*.pt")})
         for chapter in names:
             found = entries(directory, chapter)
             current = sum(e.current for e in found)
             held = checkpoints(directory, chapter)
             print(f"{chapter}: {len(found)} entries ({current} current, "
                   f"{sum(e.size for e in found) / 1e6:.2f} MB) and {len(held)} checkpoints "
-                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB) in {directory}")
+                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB) in {directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
         out = save(chapter, args.dir, limit=args.limit) if args.action == "save" else load(chapter, args.dir)

@@ -10,6 +10,7 @@ puts the most converged tier in front (:func:`records`), marks a record whose pr
 changed since (:func:`staleness`) and never fails on that.
 
     python -m symlib.book.published publish [--tier full|paper] [CHAPTER ...]   # after such runs
+    python -m symlib.book.published lost CHAPTER --why "..."   # a run in progress lost its state
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "pieces_minutes", "progress_path", "progress_summary", "publish",
-           "published_dir", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier",
+__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "lost_path", "pieces_minutes", "progress_path",
+           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier",
            "write_chains"]
 
 TIER = "full"
@@ -386,6 +387,58 @@ def write_chains(out: str | Path, records: list[dict]) -> Path:
     return out
 
 
+def lost_path(chapter: str, tier: str = "paper") -> Path:
+    """``published/<tier>/progress/<chapter>.lost.json``: the runs in progress whose state was lost
+    (:func:`record_lost`), so that the book accounts for them and says the run starts again."""
+    return published_dir(tier) / "progress" / f"{chapter}.lost.json"
+
+
+def record_lost(chapter: str, why: str, *, tier: str = "paper", when: datetime | None = None) -> Path:
+    """Record that ``chapter``'s ``tier`` run in progress lost its state (the machine that held its
+    checkpoints was replaced, say): its account (:func:`symlib.book.pieces.in_progress` of the
+    progress file, and how far each sampler got) moves to :func:`lost_path`, with ``why``, and the
+    progress files are removed, since nothing can continue from them; the next piece starts the
+    run again. Returns :func:`lost_path`.
+
+    Raises:
+        ValueError: no run in progress is recorded for ``chapter``, or ``why`` is empty.
+    """
+    if not why.strip():
+        raise ValueError("say why the state was lost (--why)")
+    path = progress_path(chapter, tier)
+    run = pieces.in_progress(json.loads(path.read_text()), tier) if path.is_file() else None
+    if run is None:
+        raise ValueError(f"no `{tier}` run of {chapter} in progress is recorded in {path}")
+    chains = chains_path(chapter, tier)
+    record = {"recorded": (when or datetime.now(UTC)).isoformat(timespec="seconds"), "why": why.strip(),
+              **{k: run[k] for k in ("pieces", "seconds", "minutes", "devices", "first", "last", "commit", "code_hash",
+                                     "note")},
+              "chains": json.loads(chains.read_text()) if chains.is_file() else []}
+    out = lost_path(chapter, tier)
+    earlier = json.loads(out.read_text()) if out.is_file() else []
+    write_chains(out, [*earlier, record])
+    path.unlink()
+    chains.unlink(missing_ok=True)
+    return out
+
+
+def _lost_line(chapter: str, tier: str) -> str | None:
+    """The runs whose state was lost, one clause each, or None."""
+    path = lost_path(chapter, tier)
+    if not path.is_file():
+        return None
+    clauses = []
+    for r in json.loads(path.read_text()):
+        dates = sorted({(r["first"] or "")[:10], (r["last"] or "")[:10]} - {""})
+        clause = (f"{' to '.join(dates)}: {r['pieces']} piece{'s' if r['pieces'] != 1 else ''}, "
+                  f"{pieces.minutes_phrase(r['minutes'], r['devices'])} on {', '.join(r['devices'])}")
+        clause += "".join(f", {c['run']} run at {c['transitions']:,} of {c['total']:,} transitions" for c in r["chains"])
+        clauses.append(f"{clause} ({r['why']})")
+    n = len(clauses)
+    return (f"the state of {'an earlier run' if n == 1 else f'{n} earlier runs'} was lost and is not counted: "
+            + "; ".join(clauses))
+
+
 def _chains_line(record: dict) -> str:
     """One sampler's progress: its length reached and, where computable, R-hat and ESS so far."""
     n = int(record["chains"])
@@ -404,10 +457,11 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     from symlib.book.pieces import in_progress
 
     path = progress_path(chapter, tier)
-    if not path.is_file():
-        return None
-    run = in_progress(json.loads(path.read_text()), tier)
+    lost = _lost_line(chapter, tier)
+    run = in_progress(json.loads(path.read_text()), tier) if path.is_file() else None
     if run is None:
+        if lost and not path.is_file():   # nothing runs now: the next piece starts the run again
+            return f"not running: {lost}; the next piece starts the run again"
         return None
     dates = sorted({(run["first"] or "")[:10], (run["last"] or "")[:10]} - {""})
     line = (f"in progress: {run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, "
@@ -420,7 +474,7 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     if run["code_hash"] and run["code_hash"] != compute_code_hash(chapter):
         line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
                  "starts the run again")
-    return line
+    return line + (f"; before it, {lost}" if lost else "")
 
 
 def pieces_minutes(record: dict) -> str | None:
@@ -470,7 +524,19 @@ def main(argv=None) -> None:
     prog.add_argument("chapter")
     prog.add_argument("pieces_file", help="the run's <results>/pieces/<chapter>.json")
     prog.add_argument("--tier", default="paper", choices=TIERS)
+    gone = sub.add_parser("lost", help="a run in progress lost its state: move its progress files to "
+                                       "published/<tier>/progress/<chapter>.lost.json")
+    gone.add_argument("chapter")
+    gone.add_argument("--why", required=True, help="what took the state (it is shown in the book)")
+    gone.add_argument("--tier", default="paper", choices=TIERS)
     args = parser.parse_args(argv)
+    if args.command == "lost":
+        try:
+            out = record_lost(args.chapter, args.why, tier=args.tier)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"{args.chapter}: {err}") from None
+        print(f"[symlib] {args.chapter}: {progress_summary(args.chapter, args.tier)} -> {out}")
+        return
     if args.command == "progress":
         try:
             out = record_progress(args.chapter, Path(args.pieces_file), tier=args.tier)

@@ -4,6 +4,9 @@ entries of other code are neither carried nor served as current."""
 
 from __future__ import annotations
 
+import lzma
+
+import numpy as np
 import pytest
 
 from symlib.book import cache, carry, pieces
@@ -90,10 +93,12 @@ def test_the_command_line_saves_lists_and_refuses_a_missing_chapter(two_caches, 
         carry.main(["save"])
 
 
-def _checkpoint(root, name: str, size: int):
+def _checkpoint(root, name: str, size: int, *, random: bool = False):
+    """A checkpoint file of ``size`` bytes: repeating (compressible) or random (incompressible)."""
     path = root / "checkpoints" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(range(256)) * (size // 256))
+    data = np.random.default_rng(size).bytes(size) if random else bytes(range(256)) * (size // 256)
+    path.write_bytes(data)
     return path
 
 
@@ -120,11 +125,11 @@ def test_checkpoints_travel_and_never_replace_the_caches_own(two_caches, monkeyp
 def test_files_over_the_limit_stay_behind_and_are_named(two_caches, tmp_path, capsys):
     _there, folder = two_caches
     here = tmp_path / "here"
-    _checkpoint(here, f"{CHAPTER}-hmc-main-89ab.pt", 3 << 20)           # 3 MiB
+    _checkpoint(here, f"{CHAPTER}-hmc-main-89ab.pt", 3 << 20, random=True)   # 3 MiB that xz cannot shrink
     small = _checkpoint(here, f"{CHAPTER}-fit-a-0123.pt", 1024)
     out = carry.save(CHAPTER, folder, limit=2)
     assert out["saved"] == 3 and out["checkpoints"] == 1
-    assert out["too large, left"] == [f"checkpoints/{CHAPTER}-hmc-main-89ab.pt (3.0 MiB)"]
+    assert out["too large, left"] == [f"checkpoints/{CHAPTER}-hmc-main-89ab.pt (3.0 MiB as xz, of 3.0 MiB)"]
     assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [small.name]
     entry = max(here.glob(f"{CHAPTER}-boston_fits/*.pt"), key=lambda p: p.stat().st_size)
     tiny = entry.stat().st_size / (1 << 20) / 2                        # below every entry's size
@@ -135,3 +140,62 @@ def test_files_over_the_limit_stay_behind_and_are_named(two_caches, tmp_path, ca
     for bad in (["save", CHAPTER, "--limit", "0"], ["load", CHAPTER, "--limit", "2"]):
         with pytest.raises(SystemExit):
             carry.main(bad)
+
+
+def test_a_large_file_is_carried_compressed_and_comes_back_whole(two_caches, monkeypatch, tmp_path):
+    """Over COMPRESS_OVER bytes a file is stored as <name>.xz: the limit reads its stored size,
+    the cache on the other machine gets the file's own bytes back and serves the entry."""
+    there, folder = two_caches
+    here = tmp_path / "here"
+    big = _checkpoint(here, f"{CHAPTER}-hmc-main-89ab.pt", 3 << 20)     # 3 MiB that compresses well
+    out = carry.save(CHAPTER, folder, limit=2)
+    assert out["too large, left"] == [] and out["checkpoints"] == 1
+    stored = folder / "checkpoints" / (big.name + ".xz")
+    assert stored.is_file() and not (folder / "checkpoints" / big.name).exists()
+    assert stored.stat().st_size < 2 << 20 and lzma.decompress(stored.read_bytes()) == big.read_bytes()
+    assert carry.checkpoints(folder, CHAPTER) == [stored]
+    monkeypatch.setattr(carry, "COMPRESS_OVER", 64)                      # every entry is compressed now
+    assert carry.save(CHAPTER, folder)["saved"] == 3
+    assert len(list(folder.glob(f"{CHAPTER}-boston_fits/*.pt.xz"))) == 3
+    assert not list(folder.glob(f"{CHAPTER}-boston_fits/*.pt"))         # the plain copies are replaced
+    assert all(e.current and e.name.endswith(".pt") for e in carry.entries(folder, CHAPTER))
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    out = carry.load(CHAPTER, folder)
+    assert out["loaded"] == 3 and out["checkpoints"] == 1
+    assert (there / "checkpoints" / big.name).read_bytes() == big.read_bytes()
+    for i in range(3):
+        assert cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, _never) == {"mse": 0.1 * i}
+
+
+def test_carried_content_is_not_compressed_again(two_caches, monkeypatch, tmp_path):
+    _there, folder = two_caches
+    big = _checkpoint(tmp_path / "here", f"{CHAPTER}-hmc-main-89ab.pt", 3 << 20)
+    carry.save(CHAPTER, folder)
+    stored = folder / "checkpoints" / (big.name + ".xz")
+    before = stored.stat().st_mtime_ns
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("compressed again: the carried copy already holds this content")
+
+    monkeypatch.setattr(carry.lzma, "compress", refuse)
+    assert carry.save(CHAPTER, folder)["checkpoints"] == 1
+    assert stored.stat().st_mtime_ns == before
+    big.write_bytes(big.read_bytes()[::-1])                             # the run went on: new content
+    with pytest.raises(AssertionError, match="compressed again"):
+        carry.save(CHAPTER, folder)
+
+
+def test_a_truncated_compressed_file_is_not_loaded(two_caches, monkeypatch, tmp_path):
+    there, folder = two_caches
+    monkeypatch.setattr(carry, "COMPRESS_OVER", 64)
+    big = _checkpoint(tmp_path / "here", f"{CHAPTER}-hmc-main-89ab.pt", 1 << 16)
+    carry.save(CHAPTER, folder)
+    victim = min(folder.glob(f"{CHAPTER}-boston_fits/*.pt.xz"))
+    victim.write_bytes(victim.read_bytes()[:-9])
+    ckpt = folder / "checkpoints" / (big.name + ".xz")
+    ckpt.write_bytes(ckpt.read_bytes()[: len(ckpt.read_bytes()) // 2])
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    with pytest.warns(cache.CacheCorruptionWarning):
+        out = carry.load(CHAPTER, folder)
+    assert out["loaded"] == 2 and out["checkpoints"] == 0 and out["not current, left"] == 1
+    assert not (there / "checkpoints" / big.name).exists()

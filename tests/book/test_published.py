@@ -336,3 +336,53 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     pub.record_progress("05_rebasin_hmc", src)
     assert pub.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
     assert pub.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
+
+
+def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, monkeypatch):
+    """`published lost`: the progress of a run whose checkpoints are gone moves to
+    <chapter>.lost.json; the book says so, with how far it got, and that the next piece starts again."""
+    from symlib.book import pieces
+
+    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
+    with pytest.raises(ValueError, match="no `paper` run of 05_rebasin_hmc in progress"):
+        pub.record_lost("05_rebasin_hmc", "machine replaced")
+    results = tmp_path / "results"
+    code = compute_code_hash("05_rebasin_hmc")
+    for i, seconds in enumerate((470.2, 170.2)):
+        pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=seconds,
+                         outcome="budget", directory=results, code_hash=code, note=f"piece {i + 1}",
+                         started=datetime(2026, 11, 29, 22, 17 + 8 * i, tzinfo=UTC))
+    src = pieces.pieces_path("05_rebasin_hmc", results)
+    pub.record_progress("05_rebasin_hmc", src)
+    pub.chains_path("05_rebasin_hmc").write_text(json.dumps([
+        {"run": "main", "chains": 1, "transitions": 2751, "total": 10600, "draws_per_chain": 215,
+         "draws_target": 1000, "rhat": 1.035, "bulk_ess": 84.2}]))
+    with pytest.raises(ValueError, match="say why"):
+        pub.record_lost("05_rebasin_hmc", "  ")
+    out = pub.record_lost("05_rebasin_hmc", "its untracked state went with the build machine",
+                          when=datetime(2026, 12, 1, tzinfo=UTC))
+    assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.lost.json"
+    assert not pub.progress_path("05_rebasin_hmc").exists() and not pub.chains_path("05_rebasin_hmc").exists()
+    (lost,) = json.loads(out.read_text())
+    assert lost["pieces"] == 2 and lost["seconds"] == pytest.approx(640.4) and lost["chains"][0]["transitions"] == 2751
+    lost_clause = ("the state of an earlier run was lost and is not counted: 2026-11-29: 2 pieces, 10.7 minutes "
+                   "of device compute on cuda (NVIDIA H200), main run at 2,751 of 10,600 transitions (its "
+                   "untracked state went with the build machine)")
+    assert pub.progress_summary("05_rebasin_hmc") == f"not running: {lost_clause}; the next piece starts the run again"
+    # the run starts again: its progress is shown, the lost one after it
+    src.unlink()
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=300, outcome="budget",
+                     directory=results, code_hash=code, note="piece 1 again",
+                     started=datetime(2026, 12, 2, tzinfo=UTC))
+    pub.record_progress("05_rebasin_hmc", src)
+    line = pub.progress_summary("05_rebasin_hmc")
+    assert line.startswith("in progress: 1 piece, 5 minutes of device compute") and line.endswith(f"; before it, {lost_clause}")
+    pub.record_lost("05_rebasin_hmc", "lost again")
+    assert pub.progress_summary("05_rebasin_hmc").startswith("not running: the state of 2 earlier runs was lost")
+    # once a run completes, its published record speaks
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=60, outcome="complete",
+                     directory=results, code_hash=code)
+    pub.record_progress("05_rebasin_hmc", src)
+    assert pub.progress_summary("05_rebasin_hmc") is None
+    with pytest.raises(SystemExit, match="no `paper` run"):
+        pub.main(["lost", "05_rebasin_hmc", "--why", "x"])
