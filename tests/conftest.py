@@ -13,6 +13,26 @@ def _isolated_symlib_dirs(tmp_path_factory):
     mp.undo()
 
 
+PROCESS_VARIABLES = ("SYMLIB_JOBS", "SYMLIB_PIECE_START", "OMP_NUM_THREADS")
+"""What ``pipeline execute`` / ``compute`` set in their own process for the kernels and stages
+they start (``_default_jobs``, ``_piece_starts``, the short profiles' one torch thread): a test
+that calls ``pipeline.main`` in the test process must not hand them to the tests after it (a
+leaked ``SYMLIB_JOBS=-1`` sent a later test's sweep to joblib workers started under another
+test's ``SYMLIB_CACHE``)."""
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_variables(monkeypatch):
+    import os
+
+    for name in PROCESS_VARIABLES:
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])   # recorded: restored after the test
+        else:
+            monkeypatch.setenv(name, "")                 # recorded as unset, so removed after it
+            monkeypatch.delenv(name)
+
+
 def pytest_configure(config):
     """Under pytest-xdist (``make test`` runs ``-n auto``) share the cores between the workers:
     torch's default of one intra-op thread per core in every worker oversubscribes the machine,
