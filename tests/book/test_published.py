@@ -148,8 +148,10 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
                 dest=tmp_path / "published")
     record = pub.load("01_ortho_skip", tmp_path / "published")
     assert record["provenance"]["computed_with"] == [] and pub.staleness(record, config) == []
-    now = {"code_hash": cache.stage_code_hash("01_ortho_skip"), "data_hash": cache.data_hash()}
-    group = lambda **hashes: {**now, "stages": ["01_ortho_skip"], "entries": 1, **hashes}
+    from symlib.chapters.ortho_skip.stages import EXPERIMENT   # the cache folder both stages share
+
+    now = {"code_hash": cache.stage_code_hash(EXPERIMENT), "data_hash": cache.data_hash()}
+    group = lambda **hashes: {**now, "stages": [EXPERIMENT], "entries": 1, **hashes}
     fresh = dict(record, provenance={**record["provenance"], "computed_with": [group()]})
     assert pub.staleness(fresh, config) == []
     unknown = dict(record, provenance={**record["provenance"], "computed_with": [group(code_hash=None, data_hash=None)]})
