@@ -148,7 +148,7 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
                 dest=tmp_path / "published")
     record = pub.load("01_ortho_skip", tmp_path / "published")
     assert record["provenance"]["computed_with"] == [] and pub.staleness(record, config) == []
-    from symlib.chapters.ortho_skip.stages import EXPERIMENT   # the cache folder both stages share
+    from symlib.chapters.ortho_skip.stages import EXPERIMENT  # the cache folder both stages share
 
     now = {"code_hash": cache.stage_code_hash(EXPERIMENT), "data_hash": cache.data_hash()}
     group = lambda **hashes: {**now, "stages": [EXPERIMENT], "entries": 1, **hashes}
