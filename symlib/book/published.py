@@ -40,8 +40,8 @@ from symlib.book.provenance import (
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "lost_path", "pieces_minutes", "progress_path",
-           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "staleness", "tier_summary", "verdicts_by_tier",
-           "write_chains"]
+           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "staleness",
+           "tier_summary", "verdicts_by_tier", "write_chains"]
 
 TIER = "full"
 """The tier published by default: the data that ships here, sized for two CPU cores."""
@@ -422,6 +422,17 @@ def record_lost(chapter: str, why: str, *, tier: str = "paper", when: datetime |
     return out
 
 
+def _run_dates(run: dict) -> str:
+    """The days a run's pieces ran on: ``"2026-11-29"`` or ``"2026-11-28 to 2026-11-29"``."""
+    return " to ".join(sorted({(run["first"] or "")[:10], (run["last"] or "")[:10]} - {""}))
+
+
+def _run_compute(run: dict) -> str:
+    """``"3 pieces, 11.9 minutes of device compute on cuda (NVIDIA H200)"``."""
+    return (f"{run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, "
+            f"{pieces.minutes_phrase(run['minutes'], run['devices'])} on {', '.join(run['devices'])}")
+
+
 def _lost_line(chapter: str, tier: str) -> str | None:
     """The runs whose state was lost, one clause each, or None."""
     path = lost_path(chapter, tier)
@@ -429,9 +440,7 @@ def _lost_line(chapter: str, tier: str) -> str | None:
         return None
     clauses = []
     for r in json.loads(path.read_text()):
-        dates = sorted({(r["first"] or "")[:10], (r["last"] or "")[:10]} - {""})
-        clause = (f"{' to '.join(dates)}: {r['pieces']} piece{'s' if r['pieces'] != 1 else ''}, "
-                  f"{pieces.minutes_phrase(r['minutes'], r['devices'])} on {', '.join(r['devices'])}")
+        clause = f"{_run_dates(r)}: {_run_compute(r)}"
         clause += "".join(f", {c['run']} run at {c['transitions']:,} of {c['total']:,} transitions" for c in r["chains"])
         clauses.append(f"{clause} ({r['why']})")
     n = len(clauses)
@@ -463,10 +472,7 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         if lost and not path.is_file():   # nothing runs now: the next piece starts the run again
             return f"not running: {lost}; the next piece starts the run again"
         return None
-    dates = sorted({(run["first"] or "")[:10], (run["last"] or "")[:10]} - {""})
-    line = (f"in progress: {run['pieces']} piece{'s' if run['pieces'] != 1 else ''}, "
-            f"{pieces.minutes_phrase(run['minutes'], run['devices'])} on {', '.join(run['devices'])} ({' to '.join(dates)}), "
-            f"commit {(run['commit'] or '?')[:12]}")
+    line = f"in progress: {_run_compute(run)} ({_run_dates(run)}), commit {(run['commit'] or '?')[:12]}"
     if run["note"]:
         line += f"; latest: {run['note'].split('; run again')[0]}"
     if (chains := chains_path(chapter, tier)).is_file():

@@ -26,7 +26,7 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "EXECUTED", tmp_path / "executed")
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
-    for var in ("SYMLIB_EXECUTED", "SYMLIB_RESULTS_STAGING", "SYMLIB_CACHED_ONLY", "SYMLIB_PIECE_START"):
+    for var in ("SYMLIB_EXECUTED", "SYMLIB_RESULTS_STAGING", "SYMLIB_CACHED_ONLY"):  # and conftest's PROCESS_VARIABLES
         monkeypatch.setenv(var, "")  # recorded, so what a test's pipeline run sets is undone
         monkeypatch.delenv(var)
     (tmp_path / "tmp").mkdir()
