@@ -894,6 +894,11 @@ def main(argv=None) -> None:
         _default_jobs(args.profile, args.device)
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "compute":
+        from symlib.book.provenance import declared
+
+        missing = [name for name in args.chapters if declared(name) is None]
+        if missing:  # before the jobs line below, so that a typo prints only the error
+            raise SystemExit(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
         _default_jobs(args.profile, args.device)
         if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device, skip=tuple(args.skip)):
             sys.exit(BUDGET_EXIT)

@@ -732,8 +732,14 @@ def test_compute_runs_the_stages_without_a_notebook_and_logs_each_piece(sandbox,
     assert err.value.code == pipeline.BUDGET_EXIT
     assert "01_ortho_skip: stopped at its time budget (HMC: stopped after piece 1)" in capsys.readouterr().out
     assert [e["outcome"] for e in pieces.read("01_ortho_skip")] == ["complete", "budget"]
-    with pytest.raises(ValueError, match="no chapter package for 07_nothing"):
+    monkeypatch.delenv("SYMLIB_JOBS", raising=False)
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="no chapter package for 07_nothing"):
         pipeline.main(["compute", "07_nothing"])
+    assert "SYMLIB_JOBS" not in os.environ  # refused before the profile's default jobs were set
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="no chapter package for 07_nothing"):
+        pipeline.compute(["07_nothing"], profile="smoke", seed=0, device="cpu")  # the function, too
 
 
 _CALLS: list[int] = []
