@@ -27,6 +27,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # as the book's quick 
 import harness  # puts this checkout's symlib on sys.path  # isort: skip
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
@@ -39,47 +40,49 @@ import torch
 def time_stages(chapter: str, profile: str) -> dict:
     """``{"total": s, "stages": {stage: s}, "uncached": s}`` for one chapter's run from an empty cache."""
     from symlib.book import chapter as contract
+    from symlib.book.pipeline import _environ
     from symlib.chapters import chapter_module, get_profile
 
     declared = chapter_module(chapter).CHAPTER
     times: dict[str, float] = {}
     plain_cached, plain_fan_out = contract.cached, contract.Chapter._fan_out
-    in_fan_out = []  # a fan-out's items go through `cached` too: count them once, as the stage
+    in_fan_out = False  # a fan-out's items go through `cached` too: count them once, as the stage
+
+    @contextlib.contextmanager
+    def timed(name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            times[name] = times.get(name, 0.0) + time.perf_counter() - start
 
     def cached(experiment, *args, **kwargs):
-        start = time.perf_counter()
-        try:
+        if in_fan_out:
             return plain_cached(experiment, *args, **kwargs)
-        finally:
-            if not in_fan_out:  # run_stages hands a plain stage's `cached` partial(stage.compute, ctx)
-                compute = args[2] if len(args) > 2 else kwargs.get("compute")
-                ctx = next(iter(getattr(compute, "args", ())), None)
-                name = getattr(getattr(ctx, "stage", None), "name", experiment)
-                times[name] = times.get(name, 0.0) + time.perf_counter() - start
+        # run_stages hands a plain stage's `cached` partial(stage.compute, ctx): the stage is ctx's
+        compute = args[2] if len(args) > 2 else kwargs.get("compute")
+        ctx = next(iter(getattr(compute, "args", ())), None)
+        with timed(getattr(getattr(ctx, "stage", None), "name", experiment)):
+            return plain_cached(experiment, *args, **kwargs)
 
     def fan_out(self, stage, ctx, *, refresh):
-        start = time.perf_counter()
-        in_fan_out.append(stage.name)
+        nonlocal in_fan_out
+        in_fan_out = True
         try:
-            return plain_fan_out(self, stage, ctx, refresh=refresh)
+            with timed(stage.name):
+                return plain_fan_out(self, stage, ctx, refresh=refresh)
         finally:
-            in_fan_out.pop()
-            times[stage.name] = times.get(stage.name, 0.0) + time.perf_counter() - start
+            in_fan_out = False
 
     folder = tempfile.mkdtemp(prefix="quick-stages-")
-    saved = os.environ.get("SYMLIB_CACHE")
-    os.environ["SYMLIB_CACHE"] = folder
     contract.cached, contract.Chapter._fan_out = cached, fan_out
     start = time.perf_counter()
     try:
-        declared.run_stages(get_profile(chapter, profile), seed=0, device="cpu")
+        with _environ("SYMLIB_CACHE", folder):
+            declared.run_stages(get_profile(chapter, profile), seed=0, device="cpu")
     finally:
         total = time.perf_counter() - start
         contract.cached, contract.Chapter._fan_out = plain_cached, plain_fan_out
-        if saved is None:
-            os.environ.pop("SYMLIB_CACHE", None)
-        else:
-            os.environ["SYMLIB_CACHE"] = saved
         shutil.rmtree(folder, ignore_errors=True)
     stages = {name: round(times.get(name, 0.0), 1) for name in (s.name for s in declared.stages)}
     return {"total": round(total, 1), "stages": stages, "uncached": round(total - sum(times.values()), 1)}

@@ -679,6 +679,21 @@ def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str)
     return times
 
 
+def _declared(names: list[str]) -> dict:
+    """``{name: its declared Chapter}``.
+
+    Raises:
+        ValueError: a name that is no chapter with a package.
+    """
+    from symlib.book.provenance import declared
+
+    chapters_ = {name: declared(name) for name in names}
+    missing = [name for name, ch in chapters_.items() if ch is None]
+    if missing:
+        raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
+    return chapters_
+
+
 def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tuple[str, ...] = ()) -> list[str]:
     """Run each chapter's stages into the cache (``compute``, module docstring), as its notebook
     would (:meth:`~symlib.book.chapter.Chapter.start`, :meth:`~symlib.book.chapter.Chapter.compute`),
@@ -694,16 +709,10 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
     """
     import importlib
 
-    from symlib.book.provenance import declared
-
     # by name, as _budget does: a static import would put the sampler into every chapter's code hash
     budget_exhausted = importlib.import_module("symlib.inference.hmc_resumable").BudgetExhausted
 
-    chapters_ = {name: declared(name) for name in names}
-    missing = [name for name, ch in chapters_.items() if ch is None]
-    if missing:
-        raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
-    chapters_ = {name: without_stages(chapter, skip) for name, chapter in chapters_.items()}
+    chapters_ = {name: without_stages(chapter, skip) for name, chapter in _declared(names).items()}
     skipped = f"stages {', '.join(skip)} skipped (computed before, kept aside)" if skip else None
     budget = _budget()
     stopped = []
@@ -894,11 +903,10 @@ def main(argv=None) -> None:
         _default_jobs(args.profile, args.device)
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "compute":
-        from symlib.book.provenance import declared
-
-        missing = [name for name in args.chapters if declared(name) is None]
-        if missing:  # before the jobs line below, so that a typo prints only the error
-            raise SystemExit(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
+        try:
+            _declared(args.chapters)  # before the jobs line below, so that a typo prints only the error
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
         _default_jobs(args.profile, args.device)
         if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device, skip=tuple(args.skip)):
             sys.exit(BUDGET_EXIT)
