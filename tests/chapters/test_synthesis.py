@@ -66,6 +66,63 @@ def test_each_fit_is_cached_on_its_own(results, sandbox):
     assert (root / "06_synthesis-gold" / f"{key}.pt").exists()
 
 
+def _entries(root, stage):
+    from symlib.book.cache import _load
+
+    out = []
+    for path in sorted((root / f"06_synthesis-{stage}").glob("*.pt")):
+        ok, value, _ = _load(path)
+        assert ok, path
+        out.append(value)
+    return out
+
+
+def test_a_fit_keeps_its_metrics_not_its_draws(results, sandbox):
+    """Issue 31: a cached fit holds its metrics row (and the ensemble its members, which q_r
+    summarises), no weight draws; the gold record the mmd_gold reference draws only."""
+    root = sandbox[0] / "cache"
+    fits = _entries(root, "fits") + _entries(root, "qr")
+    assert fits and all(set(e) in ({"row", "plateau"}, {"row", "plateau", "weights", "wall_s"}) for e in fits)
+    members = [e for e in fits if "weights" in e]
+    assert len(members) == CONFIG.n_seeds * len(CONFIG.benchmarks), "the ensembles', one per benchmark and seed"
+    assert all(len(next(iter(e["weights"].values()))) == CONFIG.n_members for e in members)
+    for gold in _entries(root, "gold"):
+        assert len(next(iter(gold["reference"].values()))) == CONFIG.mmd_gold and "draws" not in gold
+
+
+@pytest.mark.parametrize(("name", "method"), [("sinc", "skip"), ("digits", "ensemble"), ("boston", "qr_hmc")])
+def test_a_fits_row_is_the_metrics_of_its_draws_against_the_whole_gold_standard(results, name, method):
+    """The move of the metrics into the fits changed no number: a row of the table is
+    metrics_row on the fit's draws against the gold standard's thinned draws, recomputed here
+    from the whole gold record and a refit from the same streams."""
+    from symlib.chapters.synthesis.benchmarks import load_benchmark, metrics_row, predictions
+    from symlib.chapters.synthesis.gold import gold_standard
+    from symlib.symmetry import canonicalise
+
+    ctx = StageContext(CHAPTER.name, CHAPTER.stage("gold"), CHAPTER.stage("gold").view(CONFIG), "cpu", {}, 0)
+    b = load_benchmark(name, CONFIG, "cpu")
+    with stages.torch_threads(CONFIG.threads):
+        gold = gold_standard(b, CONFIG, stages.gold_generator(ctx, name), "cpu")
+    gold_w = stages.gold_reference(gold, CONFIG)
+    if b.task == "regression":
+        gold = {**gold, "f_ref": predictions(b, gold_w, {})["f_test"]}
+    stage = CHAPTER.stage("qr" if method in remedies.COMPACT else "fits")
+    ctx = StageContext(CHAPTER.name, stage, stage.view(CONFIG), "cpu", {}, 0)
+    g_cpu, g = stages.fit_generators(ctx, name, method, 1, "cpu")
+    with stages.torch_threads(CONFIG.threads):
+        if method == "qr_hmc":
+            fit = remedies.fit_compact(b, method, gold_w, gold["wall_s"], 1, CONFIG, g, "cpu")
+        else:
+            fit = remedies.fit_remedy(b, method, CONFIG, g_cpu, g, "cpu")
+    expect = metrics_row(b, fit, gold, gold_w, canonicalise({k: v.double() for k, v in gold_w.items()}, b.spec))
+    rows = results["benchmarks"][name]["rows"]
+    got = rows[(rows["key"] == method) & (rows["seed"] == 1)].iloc[0]
+    timing = ("time (s)", "peak GPU (MB)")
+    for col, value in expect.items():
+        if col not in timing:
+            assert got[col] == pytest.approx(value, rel=1e-12, abs=1e-15), col
+
+
 def test_cached_run_resumes_with_the_same_numbers(results, monkeypatch):
     # a second run finds every fit in the cache: nothing is refitted
     monkeypatch.setattr(stages, "fit_remedy", lambda *a: pytest.fail("refitted a cached remedy"))

@@ -127,8 +127,34 @@ def test_the_stage_continues_a_gold_standard_stopped_at_its_budget(sandbox, monk
     assert continued["pieces"] == 2
     fresh = stages._gold_item(_context(alone, config), "sinc")
     assert fresh["pieces"] == 1 and fresh["diagnostics"] == continued["diagnostics"]
-    for k in fresh["draws"]:
-        assert torch.equal(fresh["draws"][k], continued["draws"][k])
+    assert _untimed(fresh["floor"]) == _untimed(continued["floor"])
+    for k in fresh["reference"]:
+        assert torch.equal(fresh["reference"][k], continued["reference"][k])
+
+
+@pytest.mark.parametrize("name", ["sinc", "digits"])
+def test_the_stage_record_keeps_the_reference_draws_and_the_floor_not_the_floors_draws(name):
+    """The cached gold record: the mmd_gold draws the remedies are compared with (the same tensors
+    as thinning every draw of the run), their test outputs, and the floor row computed from the
+    whole record, whose extra draws it drops."""
+    b = load_benchmark(name, CONFIG, "cpu")
+    whole = _whole(b, CONFIG, seed=5)
+    full = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(5), "cpu")
+    record = stages.gold_record(b, full, CONFIG)
+    assert "draws" not in record and "index" not in record
+    expect = thin(whole["weights"], CONFIG.mmd_gold)
+    assert record["reference"].keys() == expect.keys()
+    for k, v in expect.items():
+        assert torch.equal(record["reference"][k], v)
+    assert len(full["index"]) > CONFIG.mmd_gold, "the whole record keeps more draws than the stage's"
+    assert _untimed(record["floor"]) == _untimed(stages.gold_floor(b, full, CONFIG))
+    assert record["floor"]["MMD raw"] > 0 and record["floor"]["MMD NS"] > 0
+    if b.task == "regression":
+        f = torch.func.vmap(mlp_forward, in_dims=(0, None, None))(expect, b.x_test, b.spec)[..., 0]
+        torch.testing.assert_close(record["f_ref"], f, rtol=0, atol=0)
+    else:
+        assert record["f_ref"] is None and torch.equal(record["probs_test"], full["probs_test"])
+    assert {k for k in stages.GOLD_KEEPS if k in full} <= set(record)
 
 
 def test_the_checkpoint_names_its_settings():
@@ -143,6 +169,11 @@ def test_the_checkpoint_names_its_settings():
     assert stages.gold_checkpoint(_context(stage, config, seed=1), "digits") != base
     assert stages.gold_checkpoint(_context(stage, dataclasses.replace(config, vi_epochs=7)), "digits") == base, \
         "a field the gold stage does not read leaves its checkpoint alone"
+
+
+def _untimed(row: dict) -> dict:
+    """A metrics row without what measures the machine (wall time; peak GPU memory, NaN here)."""
+    return {k: v for k, v in row.items() if k not in ("time (s)", "peak GPU (MB)")}
 
 
 def _context(stage, config, seed=0):
