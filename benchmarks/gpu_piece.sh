@@ -14,7 +14,9 @@
 # 75), and packs the state again into $OUT as state.tgz.00, .01, ... of at most 15 MiB each (the
 # device tool returns at most 8 files of 16 MiB), with the whole output in $OUT/piece.log.
 # A stage that cannot stop at the budget (a training) runs to its end: HARD_S (default PIECE_S +
-# 120) kills the piece, which then keeps only what was cached before.
+# 120) kills the piece, which then keeps only what was cached before. A state larger than RETURN_MIB
+# (default 100: 7 parts come back beside the log) drops its largest checkpoints, named in the log,
+# rather than come back cut: their items start again in the next piece.
 #
 # Back on this machine, put the returned parts where the next piece finds them:
 #   bash benchmarks/gpu_piece.sh keep FILES_AT      # replaces .paper-carry/<chapter>/state.tgz.*
@@ -135,6 +137,18 @@ fi
   echo "compute rc=$?"
   date -u +"end %FT%TZ"
   find "$STATE" -type f -name '*.tmp' -delete
+  # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past
+  # RETURN_MIB (raw; default 100) would come back cut, and a cut archive loses every finished
+  # entry with it, so the largest checkpoints of fits stopped at the budget go first (chapter 6's
+  # digits gold standard stopped late: 113 MB; benchmarks/carry_size_gold.py): their items start
+  # again in the next piece, which must then finish them
+  limit=$(( ${RETURN_MIB:-100} << 20 ))
+  while [ "$(du -sb "$STATE" | cut -f1)" -gt "$limit" ]; do
+    big=$(find "$STATE/cache/checkpoints" -type f -printf '%s %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2-)
+    [ -n "$big" ] || { echo "WARNING: the state passes RETURN_MIB=${RETURN_MIB:-100} MiB without a checkpoint to drop"; break; }
+    echo "dropped $(basename "$big") ($(( $(stat -c %s "$big") >> 20 )) MiB): over the ${RETURN_MIB:-100} MiB that can come back; its item starts again in the next piece"
+    rm -f "$big"
+  done
   du -ah "$STATE" | sort -h | tail -20
 } 2>&1 | tee "$OUT/piece.log" | grep -v '^\s*$' | tail -"${TAIL:-40}"
 tar -czf - -C "$STATE" cache results | split -b 15m -d - "$OUT/state.tgz."
