@@ -149,13 +149,13 @@ def test_fits_fan_out_by_stage(results, monkeypatch):
     monkeypatch.setattr(parallel, "fan_out", spy)
     CHAPTER.run_stages(CONFIG, seed=0)
     fits = [(n, m, i) for n in CONFIG.benchmarks for m in remedies.methods(n) for i in range(CONFIG.n_seeds)]
-    # the gold standards, then every fit that reuses nothing, then the q_r fits, which reuse a gold
-    # standard or an ensemble (the stages they need)
+    # the gold standards, then every fit that summarises nothing (measured against its gold
+    # standard), then the q_r fits, which summarise a gold standard or an ensemble (the stages they need)
     assert [c[0] for c in calls] == ["gold", "fits", "qr"]
     assert calls[0][1] == list(CONFIG.benchmarks)
     assert calls[1][1] == [f for f in fits if f[1] not in remedies.COMPACT]
     assert calls[2][1] == [f for f in fits if f[1] in remedies.COMPACT]
-    assert CHAPTER.stage("qr").needs == ("gold", "fits")
+    assert CHAPTER.stage("qr").needs == ("gold", "fits") and CHAPTER.stage("fits").needs == ("gold",)
 
 
 def test_every_draw_comes_from_a_named_stream():
