@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import io
 import json
-import lzma
 import math
 import tempfile
 import time
@@ -46,8 +45,7 @@ def _sizes(obj) -> dict:
     buf = io.BytesIO()
     torch.save(obj, buf)
     raw = buf.getvalue()
-    stored = len(lzma.compress(raw, preset=carry.XZ_PRESET)) if len(raw) > carry.COMPRESS_OVER else len(raw)
-    return {"raw_bytes": len(raw), "stored_bytes": stored}
+    return {"raw_bytes": len(raw), "stored_bytes": len(carry.packed(raw))}
 
 
 def main(argv=None) -> dict:

@@ -114,6 +114,7 @@ esac
 OUT=${OUT:-/tmp/gpu-piece}
 PIECE_S=${PIECE_S:-420}
 HARD_S=${HARD_S:-$((PIECE_S + 120))}
+RETURN_MIB=${RETURN_MIB:-100}
 STATE=${STATE:-/tmp/symlib-paper-state}
 rm -rf "$STATE"
 mkdir -p "$OUT" "$STATE"
@@ -138,15 +139,15 @@ fi
   date -u +"end %FT%TZ"
   find "$STATE" -type f -name '*.tmp' -delete
   # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past
-  # RETURN_MIB (raw; default 100) would come back cut, and a cut archive loses every finished
+  # RETURN_MIB (raw) would come back cut, and a cut archive loses every finished
   # entry with it, so the largest checkpoints of fits stopped at the budget go first (chapter 6's
   # digits gold standard stopped late: 113 MB; benchmarks/carry_size_gold.py): their items start
   # again in the next piece, which must then finish them
-  limit=$(( ${RETURN_MIB:-100} << 20 ))
+  limit=$(( RETURN_MIB << 20 ))
   while [ "$(du -sb "$STATE" | cut -f1)" -gt "$limit" ]; do
     big=$(find "$STATE/cache/checkpoints" -type f -printf '%s %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2-)
-    [ -n "$big" ] || { echo "WARNING: the state passes RETURN_MIB=${RETURN_MIB:-100} MiB without a checkpoint to drop"; break; }
-    echo "dropped $(basename "$big") ($(( $(stat -c %s "$big") >> 20 )) MiB): over the ${RETURN_MIB:-100} MiB that can come back; its item starts again in the next piece"
+    [ -n "$big" ] || { echo "WARNING: the state passes RETURN_MIB=$RETURN_MIB MiB without a checkpoint to drop"; break; }
+    echo "dropped $(basename "$big") ($(( $(stat -c %s "$big") >> 20 )) MiB): over the $RETURN_MIB MiB that can come back; its item starts again in the next piece"
     rm -f "$big"
   done
   du -ah "$STATE" | sort -h | tail -20

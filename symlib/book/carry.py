@@ -56,7 +56,7 @@ from symlib.book import cache, pieces
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 
-__all__ = ["COMPRESS_OVER", "Entry", "checkpoints", "entries", "load", "main", "save"]
+__all__ = ["COMPRESS_OVER", "Entry", "checkpoints", "entries", "load", "main", "packed", "save"]
 
 COMPRESS_OVER = 1 << 20
 """Files larger than this many bytes are carried xz-compressed (``<name>.xz``)."""
@@ -177,17 +177,23 @@ def _write(path: pathlib.Path, data: bytes) -> None:
     cache._atomic_write(path, data)   # the cache's own writer: fsync, a temporary name it can clean up
 
 
+def packed(data: bytes) -> bytes:
+    """The bytes carry/ stores for a file of content ``data``: xz-compressed (preset
+    :data:`XZ_PRESET`) when over :data:`COMPRESS_OVER` bytes, else ``data`` itself."""
+    return lzma.compress(data, preset=XZ_PRESET) if len(data) > COMPRESS_OVER else data
+
+
 def _store(src: pathlib.Path, folder: pathlib.Path, limit: float | None) -> tuple[int, bool]:
     """Carry the cache file ``src`` into ``folder`` (compressed when over :data:`COMPRESS_OVER`),
     unless its stored size is over ``limit`` MiB. Returns ``(stored bytes, carried)``; a file whose
     content is carried already is left as it is (a newer xz could compress it to other bytes)."""
     data = src.read_bytes()
-    plain, packed = folder / src.name, folder / (src.name + XZ)
-    target, other = (packed, plain) if len(data) > COMPRESS_OVER else (plain, packed)
+    plain, xz = folder / src.name, folder / (src.name + XZ)
+    target, other = (xz, plain) if len(data) > COMPRESS_OVER else (plain, xz)
     if target.exists() and target.stat().st_size > 0 and _same(target, data):
         stored = None
     else:
-        stored = lzma.compress(data, preset=XZ_PRESET) if target is packed else data
+        stored = packed(data)   # xz exactly where target is the .xz name
     size = target.stat().st_size if stored is None else len(stored)
     if _too_large(size, limit):
         return size, False
