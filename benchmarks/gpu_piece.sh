@@ -102,7 +102,11 @@ keep_one() {  # keep_one CHAPTER PART...: one chapter's returned parts
   # each as stored, large ones xz-compressed, and the pieces file): committed, it survives a
   # replaced machine, which .paper-carry/ does not; the next piece loads it where its unpacked
   # state lacks it
-  SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" "$ch"
+  # (a checkpoint the state no longer has is removed from carry/, its fit finished, unless the
+  # piece dropped it for the way back: results/dropped names those)
+  local dropped=() && while read -r name; do dropped+=(--dropped "$name"); done < <(cat "$tmp/results/dropped" 2>/dev/null)
+  SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
+    "${dropped[@]}" "$ch"
   local read=$tmp/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
   if [ -f "$read" ]; then
     mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: the HMC runs' progress as the piece read it on the device -> $published"
@@ -195,6 +199,7 @@ ran=()
     export SYMLIB_CACHE=$STATE/$ch/cache SYMLIB_RESULTS=$STATE/$ch/results
     unpack "$ch" "$STATE/$ch"
     "$PY" -m symlib.book.carry load "$ch"   # committed carry/: what the unpacked state lacks
+    rm -f "$SYMLIB_RESULTS/dropped"          # what this piece drops for the way back, named afresh
     # a second piece on this same machine: the checkpoints its previous piece dropped for the way
     # back belong to exactly this state when its pieces file is the one that piece left
     if [ -f "$LOCAL/$ch/pieces.sha256" ] && [ "$(cat "$LOCAL/$ch/pieces.sha256")" = "$(pieces_digest "$ch")" ]; then
@@ -225,7 +230,7 @@ ran=()
     [ -n "$big" ] || { echo "WARNING: the state passes RETURN_MIB=$RETURN_MIB MiB without a checkpoint to drop"; break; }
     ch=$(basename "$(dirname "$(dirname "$(dirname "$big")")")")
     echo "dropped $(basename "$big") ($(( $(stat -c %s "$big") >> 20 )) MiB): over the $RETURN_MIB MiB that can come back; its item starts again in the next piece (here in $LOCAL/$ch/dropped, put back if that piece runs on this machine)"
-    mkdir -p "$LOCAL/$ch/dropped" && mv "$big" "$LOCAL/$ch/dropped/"
+    mkdir -p "$LOCAL/$ch/dropped" && mv "$big" "$LOCAL/$ch/dropped/" && basename "$big" >> "$STATE/$ch/results/dropped"
   done
   for ch in "${ran[@]}"; do mkdir -p "$LOCAL/$ch" && pieces_digest "$ch" > "$LOCAL/$ch/pieces.sha256"; done
   du -ah "$STATE" | sort -h | tail -20

@@ -37,7 +37,9 @@ Command line::
 
 ``--dir`` names another folder; the cache is ``$SYMLIB_CACHE`` as always. ``load`` never replaces
 an entry the cache already has whole and current; ``save`` removes the chapter's carried entries
-that are no longer current (they would only be recomputed). Public: :func:`save`, :func:`load`,
+that are no longer current (they would only be recomputed), and its carried checkpoints that the
+cache no longer has (their fit finished), except those a GPU piece dropped for the way back
+(``--dropped NAME``). Public: :func:`save`, :func:`load`,
 :func:`entries`.
 """
 
@@ -50,6 +52,7 @@ import pathlib
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symlib.book import cache, pieces
@@ -247,12 +250,19 @@ def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
     return len(merged)
 
 
-def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | None = None) -> dict:
+def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | None = None,
+         dropped: Iterable[str] = ()) -> dict:
     """Copy ``chapter``'s current cache entries and its checkpoints into ``directory`` (those over
     :data:`COMPRESS_OVER` bytes xz-compressed); drop its carried entries that are no longer
-    current. ``limit`` (MiB): files whose stored size is larger than that are not carried
-    (``"too large, left"`` names them). Returns counts and stored bytes."""
+    current, and its carried checkpoints that the cache no longer has (their fit finished and its
+    stage removed them: loaded again, one would sit in every later cache, be carried again, and
+    read as a run in progress), except those named in ``dropped`` (checkpoint file names: left
+    out of a GPU piece's state for the way back, ``benchmarks/gpu_piece.sh``, so a carried older
+    one is still the best place to continue from). ``limit`` (MiB): files whose stored size is
+    larger than that are not carried (``"too large, left"`` names them). Returns counts and
+    stored bytes."""
     directory = pathlib.Path(directory or default_dir())
+    dropped = {_plain_name(pathlib.Path(name)) for name in dropped}
     saved = skipped = removed = size = 0
     too_large: list[str] = []
     prints: dict = {}
@@ -276,10 +286,18 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             too_large.append(f"checkpoints/{path.name} ({_mib(n, path.stat().st_size)})")
             continue
         n_checkpoints, size = n_checkpoints + 1, size + n
+    in_cache = {path.name for path in checkpoints(cache.cache_dir(), chapter)}
+    finished = 0
+    for path in checkpoints(directory, chapter):
+        name = _plain_name(path)
+        if name not in in_cache and name not in dropped:
+            path.unlink()
+            finished += 1
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
     return {"chapter": chapter, "saved": saved, "checkpoints": n_checkpoints, "bytes": size,
             "not current, left": skipped, "too large, left": too_large,
-            "removed from the carry folder": removed, "pieces": n_pieces, "folder": str(directory)}
+            "removed from the carry folder": removed, "checkpoints gone from the cache, removed": finished,
+            "pieces": n_pieces, "folder": str(directory)}
 
 
 def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
@@ -317,9 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=float, default=None, metavar="MIB",
                    help="save: leave out every file whose stored (compressed) size is larger than this "
                         "many MiB (default: no limit)")
+    p.add_argument("--dropped", action="append", default=[], metavar="CHECKPOINT",
+                   help="save: a checkpoint file name left out of the state on purpose (a GPU piece's way "
+                        "back): a carried one of that name is kept, not removed as finished")
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
+    if args.dropped and args.action != "save":
+        p.error("--dropped is for save only")
     if args.action != "list" and not args.chapters:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
     if args.action == "list":
@@ -336,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB) in {directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
-        out = save(chapter, args.dir, limit=args.limit) if args.action == "save" else load(chapter, args.dir)
+        out = (save(chapter, args.dir, limit=args.limit, dropped=args.dropped) if args.action == "save"
+               else load(chapter, args.dir))
         print(json.dumps(out))
     return 0
 

@@ -4,6 +4,7 @@ entries of other code are neither carried nor served as current."""
 
 from __future__ import annotations
 
+import json
 import lzma
 
 import numpy as np
@@ -199,3 +200,23 @@ def test_a_truncated_compressed_file_is_not_loaded(two_caches, monkeypatch, tmp_
         out = carry.load(CHAPTER, folder)
     assert out["loaded"] == 2 and out["checkpoints"] == 0 and out["not current, left"] == 1
     assert not (there / "checkpoints" / big.name).exists()
+
+
+def test_a_carried_checkpoint_the_cache_no_longer_has_is_removed_unless_it_was_dropped(two_caches, tmp_path, capsys):
+    """A fit that finished removed its checkpoint from the cache: save removes the carried copy (else
+    every later piece would load it, carry it again and read it as a run in progress), except one
+    named as dropped for a GPU piece's way back, whose carried older copy is still worth resuming."""
+    _, folder = two_caches
+    here = tmp_path / "here"
+    finished = _checkpoint(here, f"{CHAPTER}-fit-a-0123.pt", 1024)
+    dropped = _checkpoint(here, f"{CHAPTER}-fit-b-4567.pt", 2 << 20)     # carried xz-compressed
+    going_on = _checkpoint(here, f"{CHAPTER}-fit-c-89ab.pt", 512)
+    assert carry.save(CHAPTER, folder)["checkpoints"] == 3
+    finished.unlink()
+    dropped.unlink()
+    assert carry.main(["save", CHAPTER, "--dir", str(folder), "--dropped", dropped.name]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["checkpoints gone from the cache, removed"] == 1 and out["checkpoints"] == 1
+    assert [carry._plain_name(p) for p in carry.checkpoints(folder, CHAPTER)] == [dropped.name, going_on.name]
+    carry.save(CHAPTER, folder)                                           # dropped no more: it finished too
+    assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [going_on.name]
