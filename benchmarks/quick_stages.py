@@ -89,7 +89,10 @@ def time_stages(chapter: str, profile: str) -> dict:
 
 
 def main(argv=None) -> dict:
+    from symlib.book.workers import use_env_aware_workers
     from symlib.chapters import CHAPTERS
+
+    use_env_aware_workers()   # a cache per chapter: with SYMLIB_JOBS > 1, workers must not keep the first
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("chapters", nargs="*", help=f"default: all ({', '.join(CHAPTERS)})")

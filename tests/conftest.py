@@ -40,6 +40,11 @@ def pytest_configure(config):
     ``OMP_NUM_THREADS``)."""
     import os
 
+    from symlib.book.workers import use_env_aware_workers
+
+    # every test has its own SYMLIB_CACHE: joblib workers an earlier test started would write
+    # there (symlib.book.workers)
+    use_env_aware_workers()
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)

@@ -709,8 +709,13 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
     """
     import importlib
 
+    from symlib.book.workers import use_env_aware_workers
+
     # by name, as _budget does: a static import would put the sampler into every chapter's code hash
     budget_exhausted = importlib.import_module("symlib.inference.hmc_resumable").BudgetExhausted
+    # each chapter sets its own $SYMLIB_PIECE_START: joblib workers a chapter before started would
+    # keep the earlier one (and count its budget from there) unless they start afresh
+    use_env_aware_workers()
 
     chapters_ = {name: without_stages(chapter, skip) for name, chapter in _declared(names).items()}
     skipped = f"stages {', '.join(skip)} skipped (computed before, kept aside)" if skip else None

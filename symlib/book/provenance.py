@@ -78,10 +78,11 @@ def chapter_package_dir(config) -> Path | None:
 
 RENDERING_ONLY = frozenset(
     f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths",
-                                     "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc", "pieces", "carry")
+                                     "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc", "pieces", "carry",
+                                     "workers")
 )
-"""Modules that lay out pages or move files and change no number or verdict of a run: a change to
-them does not make a published run stale."""
+"""Modules that lay out pages, move files or start worker processes, and change no number or
+verdict of a run: a change to them does not make a published run stale."""
 
 
 HASH_SCHEME = 3
