@@ -202,7 +202,8 @@ ran=()
     rm -f "$SYMLIB_RESULTS/dropped"          # what this piece drops for the way back, named afresh
     # a second piece on this same machine: the checkpoints its previous piece dropped for the way
     # back belong to exactly this state when its pieces file is the one that piece left
-    if [ -f "$LOCAL/$ch/pieces.sha256" ] && [ "$(cat "$LOCAL/$ch/pieces.sha256")" = "$(pieces_digest "$ch")" ]; then
+    digest=$(pieces_digest "$ch")
+    if [ -n "$digest" ] && [ -f "$LOCAL/$ch/pieces.sha256" ] && [ "$(cat "$LOCAL/$ch/pieces.sha256")" = "$digest" ]; then
       mkdir -p "$SYMLIB_CACHE/checkpoints"
       for f in "$LOCAL/$ch"/dropped/*; do
         [ -f "$f" ] && mv "$f" "$SYMLIB_CACHE/checkpoints/" && echo "$ch: put back $(basename "$f"), dropped for the way back by the previous piece on this machine"
