@@ -178,6 +178,11 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PWD:/tmp/site
 fi
+# every name checked before any device time goes to the first one (a typo in the second would
+# otherwise surface only once the first had run)
+"$PY" -c "import sys; from symlib.chapters import CHAPTERS; bad = [c for c in sys.argv[1:] if c not in CHAPTERS]
+sys.exit(f'gpu_piece.sh: unknown chapter(s) {\", \".join(bad)}; chapters: {\", \".join(CHAPTERS)}' if bad else 0)" \
+  "${CHAPTERS[@]}" || exit 2
 elapsed() { awk -v t0="$T0" -v t="$(date +%s.%N)" 'BEGIN { print t - t0 }'; }
 pieces_digest() { sha256sum "$STATE/$1/results/pieces/$1.json" 2>/dev/null | cut -d' ' -f1; }
 T0=$(date +%s.%N)

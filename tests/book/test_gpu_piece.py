@@ -176,3 +176,12 @@ def test_keep_publishes_how_far_a_gold_standard_got_though_its_checkpoint_stayed
     chains = json.loads((repo / "published" / "paper" / "progress" / "06_synthesis.chains.json").read_text())
     assert [c["run"] for c in chains] == ["gold sinc"] and chains[0]["transitions"] >= 1
     assert not list((repo / "carry").rglob("*gold-sinc*.pt"))      # the checkpoint itself did not come back
+
+
+def test_an_unknown_chapter_is_refused_before_any_chapter_runs(tmp_path):
+    repo, out = _checkout(tmp_path), tmp_path / "out"
+    env = _env(tmp_path, out, CHAPTER=f"{CHAPTER} 01_ortho_skp")
+    done = subprocess.run(["bash", "benchmarks/gpu_piece.sh"], check=False, cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "unknown chapter(s) 01_ortho_skp; chapters: 00_symmetries" in done.stderr
+    assert not (tmp_path / "state" / CHAPTER).exists() and not list(out.glob("*"))
