@@ -17,9 +17,11 @@
 # For each chapter it unpacks the state the previous pieces left (.paper-carry/<chapter>/state.tgz.*:
 # the cache's entries and checkpoints, and the pieces file; then what the committed carry/ adds),
 # runs `pipeline compute --profile paper --device cuda <chapter>` with SYMLIB_BUDGET_S set to the
-# seconds left (a stage stops there, its checkpoint written, exit 75), and packs the state again
-# into $OUT as <chapter>.state.tgz.00, .01, ... of at most 15 MiB each (the device tool returns at
-# most 8 files of 16 MiB), with the whole output in $OUT/piece.log. For chapters 5 and 6 it also
+# seconds left (a stage stops there, its checkpoint written, exit 75), and packs the states of the
+# chapters it ran again, one folder each, into one archive in $OUT as state.tgz.00, .01, ... of at
+# most 15 MiB each (the device tool returns at most 8 files of 16 MiB: one archive, not one per
+# chapter, so that the number of parts follows the size alone), with the whole output in
+# $OUT/piece.log. For chapters 5 and 6 it also
 # reads how far their HMC runs got from the checkpoints on the machine (results/progress/ in the
 # state), so that the book has it even for a checkpoint that cannot come back.
 # A stage that cannot stop at the budget (a training) runs to its end: HARD_S (default PIECE_S +
@@ -31,7 +33,7 @@
 # chapter's pieces file, and a piece whose carried state has that same pieces file puts them back.
 #
 # Back on this machine, put the returned parts where the next piece finds them:
-#   bash benchmarks/gpu_piece.sh keep FILES_AT      # each chapter's parts -> .paper-carry/<chapter>/state.tgz.*
+#   bash benchmarks/gpu_piece.sh keep FILES_AT      # each chapter's state -> .paper-carry/<chapter>/state.tgz.*
 # (for each chapter it also copies the run's pieces file to published/paper/progress/<chapter>.json
 # and, for chapters 5 and 6, the HMC runs' length, R-hat and ESS so far to <chapter>.chains.json:
 # commit both, and the reproducibility page says how far the run got; and it saves the state's files
@@ -85,35 +87,30 @@ chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC ru
   esac
 }
 
-keep_one() {  # keep_one CHAPTER PART...: one chapter's returned parts
-  local ch=$1 carry=.paper-carry/$1 tmp
-  shift
+keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, DIR/results), unpacked
+  local ch=$1 dir=$2 carry=.paper-carry/$1
   mkdir -p "$carry" && rm -f "$carry"/state.tgz.* || return 1
-  local i=0
-  for part in "$@"; do cp "$part" "$carry/state.tgz.$(printf %02d $i)" && i=$((i + 1)); done
-  chmod u+w "$carry"/state.tgz.*
+  tar -czf - -C "$dir" cache results | split -b 15m -d - "$carry/state.tgz." || return 1
   cp "$FILES_AT"/piece.log "$carry"/last-piece.log 2>/dev/null
   # the book says how far the run got: its pieces file, copied to published/paper/progress/,
   # and (chapters 5 and 6) the length, R-hat and ESS so far of the HMC runs in progress, as the
   # piece read them on the device (results/progress/), else from the checkpoints that came back
-  tmp=$(mktemp -d) && cat "$carry"/state.tgz.* | tar -xzf - -C "$tmp" 2>/dev/null
-  "$PY" -m symlib.book.published progress "$ch" "$tmp/results/pieces/$ch.json"
+  "$PY" -m symlib.book.published progress "$ch" "$dir/results/pieces/$ch.json"
   # the state also goes to the tracked carry/ (entries and checkpoints of at most CARRY_LIMIT_MIB
   # each as stored, large ones xz-compressed, and the pieces file): committed, it survives a
   # replaced machine, which .paper-carry/ does not; the next piece loads it where its unpacked
   # state lacks it
   # (a checkpoint the state no longer has is removed from carry/, its fit finished, unless the
   # piece dropped it for the way back: results/dropped names those)
-  local dropped=() && while read -r name; do dropped+=(--dropped "$name"); done < <(cat "$tmp/results/dropped" 2>/dev/null)
-  SYMLIB_CACHE=$tmp/cache SYMLIB_RESULTS=$tmp/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
+  local dropped=() && while read -r name; do dropped+=(--dropped "$name"); done < <(cat "$dir/results/dropped" 2>/dev/null)
+  SYMLIB_CACHE=$dir/cache SYMLIB_RESULTS=$dir/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
     "${dropped[@]}" "$ch"
-  local read=$tmp/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
+  local read=$dir/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
   if [ -f "$read" ]; then
     mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: the HMC runs' progress as the piece read it on the device -> $published"
   else
-    chains_progress "$ch" "$tmp" "$published"
+    chains_progress "$ch" "$dir" "$published"
   fi
-  rm -rf "$tmp"
   ls -l "$carry"
 }
 
@@ -121,18 +118,14 @@ case "${1:-piece}" in
   keep)
     [ -n "${2:-}" ] || { echo "usage: gpu_piece.sh keep FILES_AT" >&2; exit 2; }
     FILES_AT=$2
-    kept=0
-    for first in "$FILES_AT"/*.state.tgz.00; do
-      [ -f "$first" ] || continue
-      ch=$(basename "$first" .state.tgz.00)
-      keep_one "$ch" "$FILES_AT/$ch".state.tgz.* || exit 1
-      kept=$((kept + 1))
-    done
-    if compgen -G "$FILES_AT/state.tgz.*" > /dev/null; then   # a piece of before 2026-12-05: CHAPTER's
-      one_chapter keep && keep_one "$CHAPTER" "$FILES_AT"/state.tgz.* || exit 1
-      kept=$((kept + 1))
+    compgen -G "$FILES_AT/state.tgz.*" > /dev/null || { echo "no state.tgz.* in $FILES_AT" >&2; exit 1; }
+    tmp=$(mktemp -d) && cat "$FILES_AT"/state.tgz.* | tar -xzf - -C "$tmp" || { echo "the parts in $FILES_AT do not unpack" >&2; exit 1; }
+    if [ -d "$tmp/cache" ] || [ -d "$tmp/results" ]; then   # a piece of before 2026-12-05: CHAPTER's state alone
+      one_chapter keep && keep_one "$CHAPTER" "$tmp" || exit 1
+    else
+      for dir in "$tmp"/*/; do keep_one "$(basename "$dir")" "$dir" || exit 1; done
     fi
-    [ "$kept" -gt 0 ] || { echo "no <chapter>.state.tgz.* in $FILES_AT" >&2; exit 1; }
+    rm -rf "$tmp"
     exit 0 ;;
   aside)
     one_chapter aside
@@ -242,11 +235,11 @@ ran=()
   du -ah "$STATE" | sort -h | tail -20
   printf '%s\n' "${ran[@]}" > "$STATE/ran"
 } 2>&1 | tee "$OUT/piece.log" | grep -v '^\s*$' | tail -"${TAIL:-40}"
-while read -r ch; do
-  tar -czf - -C "$STATE/$ch" cache results | split -b 15m -d - "$OUT/$ch.state.tgz."
-done < "$STATE/ran"
+# one archive of a folder per chapter run, in parts: their number follows the size alone
+mapfile -t ran < "$STATE/ran"
+tar -czf - -C "$STATE" "${ran[@]}" | split -b 15m -d - "$OUT/state.tgz."
 ls -l "$OUT"
-size=$(cat "$OUT"/*.state.tgz.* | wc -c)
+size=$(cat "$OUT"/state.tgz.* | wc -c)
 if [ "$size" -gt $((52 << 20)) ]; then   # 64 MiB travel with the working tree and .whl
   echo "WARNING: the states weigh $((size >> 20)) MiB; near the 64 MiB that can travel to the next piece:" \
        "set a finished stage aside (gpu_piece.sh aside STAGE, then SKIP=STAGE)" | tee -a "$OUT/piece.log"
