@@ -17,8 +17,8 @@
 #   where the published `full` run used Fashion-MNIST. gpu_piece.sh points SYMLIB_FASHION_MNIST at
 #   the folder when it is there.
 #
-# It prints what to carry (`run`'s carry list) and the megabytes that travel with the tree
-# (at most 64 MiB in all).
+# It prints what to carry (`run`'s carry list), the megabytes that travel with the tree (at most
+# 64 MiB in all) and the device tool's call for one piece of the chapters named, in that order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: gpu_prepare.sh CHAPTER [CHAPTER ...]" >&2; exit 2; }
@@ -59,3 +59,8 @@ tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 extra=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
 echo "carry: [$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')] (+ \".paper-carry\" only where keep left a file out of carry/)"
 echo "travels: tree $((tree >> 20)) MiB + carried $((extra >> 20)) MiB of the 64 MiB"
+# the device tool's call for one piece of these chapters, in this order (gpu_piece.sh), ready to use
+# (PIECE_S + HARD_S's 60 s of margin + install and packing stay inside the tool's 600 s a call)
+list=$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')
+echo "run(command='CHAPTER=\"$*\" PIECE_S=480 HARD_S=540 SYMLIB_COMMIT=$(git rev-parse --verify -q HEAD || echo HEAD)" \
+     "bash benchmarks/gpu_piece.sh', carry=[$list], timeout_s=600); then: bash benchmarks/gpu_piece.sh keep FILES_AT"

@@ -61,6 +61,8 @@ def _pins() -> dict[str, str]:
 
 
 def test_wheels_are_the_pinned_versions_for_the_gpu_images_python(repo):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
     done = _prepare(repo, "05_rebasin_hmc", "02a_symmetry_removal")
     assert done.returncode == 0, done.stderr
     args = (repo.parent / "pip.log").read_text().splitlines()
@@ -75,6 +77,9 @@ def test_wheels_are_the_pinned_versions_for_the_gpu_images_python(repo):
     assert args[args.index("--abi") + 1] == "cp312"
     assert len(list((repo / ".whl").glob("*.whl"))) == len(asked)
     assert 'carry: [".whl"]' in done.stdout and "of the 64 MiB" in done.stdout
+    call = next(line for line in done.stdout.splitlines() if line.startswith("run("))   # the device tool's call
+    assert call.startswith(f"""run(command='CHAPTER="05_rebasin_hmc 02a_symmetry_removal" PIECE_S=480 HARD_S=540 """
+                           f"""SYMLIB_COMMIT={head} bash benchmarks/gpu_piece.sh', carry=[".whl"], timeout_s=600)""")
 
 
 def test_other_chapters_get_only_the_common_wheels(repo):
