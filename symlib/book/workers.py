@@ -10,8 +10,9 @@ session) then had its second fan-out's entries written to, and served from, the 
 variable of the parent as it is when the fan-out starts. loky reuses its workers only while the
 arguments they were started with are unchanged, so a changed (or removed) variable starts fresh
 workers: nothing is served from another cache, and nothing changes while the settings do not.
-:func:`use_env_aware_workers` makes it joblib's ``"loky"``, the default backend; ``pipeline``'s
-command line, the test suite and the benchmarks call it. It changes where an entry is written,
+:func:`use_env_aware_workers` makes it joblib's ``"loky"``, the default backend;
+:func:`symlib.book.pipeline.compute` (one ``$SYMLIB_PIECE_START`` per chapter), the test suite
+and ``benchmarks/quick_stages.py`` call it. It changes where an entry is written,
 never what is computed, so the chapters' code hashes do not include it.
 
 Public: :class:`EnvLokyBackend`, :func:`use_env_aware_workers`, :data:`PREFIX`.
