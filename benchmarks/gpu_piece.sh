@@ -76,7 +76,7 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
   fi
 }
 
-chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints
+chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
   case $1 in
     05_rebasin_hmc)   # the newest checkpoint: one HMC run samples at a time; older ones are of abandoned code
       newest=$(ls -t "$2"/cache/checkpoints/*.pt 2>/dev/null | head -1)
@@ -94,7 +94,7 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   cp "$FILES_AT"/piece.log "$carry"/last-piece.log 2>/dev/null
   # the book says how far the run got: its pieces file, copied to published/paper/progress/,
   # and (chapters 5 and 6) the length, R-hat and ESS so far of the HMC runs in progress, as the
-  # piece read them on the device (results/progress/), else from the checkpoints that came back
+  # piece read them on the device (results/progress/; none there: no run in progress)
   "$PY" -m symlib.book.published progress "$ch" "$dir/results/pieces/$ch.json"
   # the state also goes to the tracked carry/ (entries and checkpoints of at most CARRY_LIMIT_MIB
   # each as stored, large ones xz-compressed, and the pieces file): committed, it survives a
@@ -109,7 +109,7 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   if [ -f "$read" ]; then
     mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: the HMC runs' progress as the piece read it on the device -> $published"
   else
-    chains_progress "$ch" "$dir" "$published"
+    rm -f "$published"
   fi
   ls -l "$carry"
 }
@@ -120,11 +120,7 @@ case "${1:-piece}" in
     FILES_AT=$2
     compgen -G "$FILES_AT/state.tgz.*" > /dev/null || { echo "no state.tgz.* in $FILES_AT" >&2; exit 1; }
     tmp=$(mktemp -d) && cat "$FILES_AT"/state.tgz.* | tar -xzf - -C "$tmp" || { echo "the parts in $FILES_AT do not unpack" >&2; exit 1; }
-    if [ -d "$tmp/cache" ] || [ -d "$tmp/results" ]; then   # a piece of before 2026-12-05: CHAPTER's state alone
-      one_chapter keep && keep_one "$CHAPTER" "$tmp" || exit 1
-    else
-      for dir in "$tmp"/*/; do keep_one "$(basename "$dir")" "$dir" || exit 1; done
-    fi
+    for dir in "$tmp"/*/; do keep_one "$(basename "$dir")" "$dir" || exit 1; done
     rm -rf "$tmp"
     exit 0 ;;
   aside)

@@ -57,10 +57,10 @@ fi
 ls -l .whl
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 extra=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
-echo "carry: [$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')] (+ \".paper-carry\" only where keep left a file out of carry/)"
+list=$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')
+echo "carry: [$list] (+ \".paper-carry\" only where keep left a file out of carry/)"
 echo "travels: tree $((tree >> 20)) MiB + carried $((extra >> 20)) MiB of the 64 MiB"
 # the device tool's call for one piece of these chapters, in this order (gpu_piece.sh), ready to use
 # (PIECE_S + HARD_S's 60 s of margin + install and packing stay inside the tool's 600 s a call)
-list=$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')
 echo "run(command='CHAPTER=\"$*\" PIECE_S=480 HARD_S=540 SYMLIB_COMMIT=$(git rev-parse --verify -q HEAD || echo HEAD)" \
      "bash benchmarks/gpu_piece.sh', carry=[$list], timeout_s=600); then: bash benchmarks/gpu_piece.sh keep FILES_AT"

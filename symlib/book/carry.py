@@ -280,17 +280,17 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             e.path.unlink()
             removed += 1
     n_checkpoints = 0
-    for path in checkpoints(cache.cache_dir(), chapter):
+    in_cache = checkpoints(cache.cache_dir(), chapter)
+    for path in in_cache:
         n, carried = _store(path, directory / "checkpoints", limit)
         if not carried:
             too_large.append(f"checkpoints/{path.name} ({_mib(n, path.stat().st_size)})")
             continue
         n_checkpoints, size = n_checkpoints + 1, size + n
-    in_cache = {path.name for path in checkpoints(cache.cache_dir(), chapter)}
+    keep = {path.name for path in in_cache} | dropped
     finished = 0
     for path in checkpoints(directory, chapter):
-        name = _plain_name(path)
-        if name not in in_cache and name not in dropped:
+        if _plain_name(path) not in keep:
             path.unlink()
             finished += 1
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))

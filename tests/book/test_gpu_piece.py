@@ -42,58 +42,6 @@ def _json_line(text: str, word: str) -> dict:
     return next(json.loads(line) for line in text.splitlines() if line.startswith("{") and f'"{word}"' in line)
 
 
-@pytest.mark.slow
-def test_a_kept_piece_continues_from_carry_after_paper_carry_is_lost(tmp_path):
-    repo = _checkout(tmp_path)
-    out = tmp_path / "out"
-    env = _env(tmp_path, out)
-
-    def run(*args: str) -> str:
-        done = subprocess.run(["bash", "benchmarks/gpu_piece.sh", *args], check=False, cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return done.stdout
-
-    def piece() -> str:
-        shutil.rmtree(out, ignore_errors=True)
-        run()
-        return (out / "piece.log").read_text().replace("\r", "\n")
-
-    first = piece()
-    assert "compute rc=0" in first and "VI, 4 variants" in first       # it trained
-    saved = _json_line(run("keep", str(out)), "saved")
-    assert saved["saved"] >= 3 and saved["too large, left"] == [] and saved["pieces"] == 1
-    assert len(list((repo / "carry").glob(f"{CHAPTER}-*/*.pt"))) == saved["saved"]   # carry/<experiment>/
-    assert list((repo / ".paper-carry" / CHAPTER).glob("state.tgz.*"))
-
-    shutil.rmtree(repo / ".paper-carry")                                 # a replaced machine
-    second = piece()
-    assert "no carried state" in second
-    assert _json_line(second, "loaded")["loaded"] == saved["saved"]
-    assert "compute rc=0" in second and "VI, 4 variants" not in second  # served, not trained again
-
-
-@pytest.mark.slow
-def test_a_state_too_large_to_come_back_drops_its_largest_checkpoints_not_its_entries(tmp_path):
-    """A piece stopped at its budget inside a fit: with RETURN_MIB=0 nothing fits the way back, so
-    every checkpoint is dropped (named in the log) and the state comes back without them, whole."""
-    repo, out = _checkout(tmp_path), tmp_path / "out"
-    env = _env(tmp_path, out, PIECE_S="1e-9", HARD_S="300", RETURN_MIB="0")
-    done = subprocess.run(["bash", "benchmarks/gpu_piece.sh"], check=False, cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    log = (out / "piece.log").read_text()
-    assert "compute rc=75" in log, "stopped at its budget"
-    dropped = [line for line in log.splitlines() if line.startswith("dropped ")]
-    assert dropped and all("its item starts again in the next piece" in line for line in dropped)
-    assert "without a checkpoint to drop" in log     # still over 0 MiB once they are gone: said, not looped
-    with open(tmp_path / "state.tgz", "wb") as whole:
-        whole.writelines(part.read_bytes() for part in sorted(out.glob("state.tgz.*")))
-    with tarfile.open(tmp_path / "state.tgz") as tar:
-        names = tar.getnames()
-    assert f"{CHAPTER}/results/pieces/{CHAPTER}.json" in names and not [n for n in names if "/checkpoints/" in n]
-
-
 def _runner(repo: Path, env: dict):
     def run(*args: str, **more: str) -> str:
         done = subprocess.run(["bash", "benchmarks/gpu_piece.sh", *args], check=False, cwd=repo, env=env | more,
@@ -107,6 +55,41 @@ def _piece(run, out: Path, **more: str) -> str:
     shutil.rmtree(out, ignore_errors=True)
     run(**more)
     return (out / "piece.log").read_text().replace("\r", "\n")
+
+
+@pytest.mark.slow
+def test_a_kept_piece_continues_from_carry_after_paper_carry_is_lost(tmp_path):
+    repo, out = _checkout(tmp_path), tmp_path / "out"
+    run = _runner(repo, _env(tmp_path, out))
+    first = _piece(run, out)
+    assert "compute rc=0" in first and "VI, 4 variants" in first       # it trained
+    saved = _json_line(run("keep", str(out)), "saved")
+    assert saved["saved"] >= 3 and saved["too large, left"] == [] and saved["pieces"] == 1
+    assert len(list((repo / "carry").glob(f"{CHAPTER}-*/*.pt"))) == saved["saved"]   # carry/<experiment>/
+    assert list((repo / ".paper-carry" / CHAPTER).glob("state.tgz.*"))
+
+    shutil.rmtree(repo / ".paper-carry")                                 # a replaced machine
+    second = _piece(run, out)
+    assert "no carried state" in second
+    assert _json_line(second, "loaded")["loaded"] == saved["saved"]
+    assert "compute rc=0" in second and "VI, 4 variants" not in second  # served, not trained again
+
+
+@pytest.mark.slow
+def test_a_state_too_large_to_come_back_drops_its_largest_checkpoints_not_its_entries(tmp_path):
+    """A piece stopped at its budget inside a fit: with RETURN_MIB=0 nothing fits the way back, so
+    every checkpoint is dropped (named in the log) and the state comes back without them, whole."""
+    repo, out = _checkout(tmp_path), tmp_path / "out"
+    log = _piece(_runner(repo, _env(tmp_path, out, PIECE_S="1e-9", HARD_S="300", RETURN_MIB="0")), out)
+    assert "compute rc=75" in log, "stopped at its budget"
+    dropped = [line for line in log.splitlines() if line.startswith("dropped ")]
+    assert dropped and all("its item starts again in the next piece" in line for line in dropped)
+    assert "without a checkpoint to drop" in log     # still over 0 MiB once they are gone: said, not looped
+    with open(tmp_path / "state.tgz", "wb") as whole:
+        whole.writelines(part.read_bytes() for part in sorted(out.glob("state.tgz.*")))
+    with tarfile.open(tmp_path / "state.tgz") as tar:
+        names = tar.getnames()
+    assert f"{CHAPTER}/results/pieces/{CHAPTER}.json" in names and not [n for n in names if "/checkpoints/" in n]
 
 
 @pytest.mark.slow
