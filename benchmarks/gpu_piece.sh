@@ -77,14 +77,16 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
 }
 
 chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
+  # exactly the checkpoints this run (profile, seed 0, device) continues, those it has not spent
+  # (a finished item's is removed); never one of other code or settings (symlib.book.checkpoints)
+  local reader stopped
   case $1 in
-    05_rebasin_hmc)   # the newest checkpoint: one HMC run samples at a time; older ones are of abandoned code
-      newest=$(ls -t "$2"/cache/checkpoints/*.pt 2>/dev/null | head -1)
-      "$PY" -m symlib.chapters.rebasin_hmc.progress "$3" $newest ;;
-    06_synthesis)     # every gold standard stopped at the budget (removed once its item is cached)
-      stopped=$(ls "$2"/cache/checkpoints/06_synthesis-gold-*.pt 2>/dev/null)
-      if [ -n "$stopped" ]; then "$PY" -m symlib.chapters.synthesis.progress "$3" $stopped; else rm -f "$3"; fi ;;
+    05_rebasin_hmc) reader=symlib.chapters.rebasin_hmc.progress ;;
+    06_synthesis)   reader=symlib.chapters.synthesis.progress ;;
+    *) return 0 ;;
   esac
+  stopped=$(SYMLIB_CACHE=$2/cache "$PY" -m symlib.book.checkpoints "$1" --profile "$PROFILE" --seed 0 --device "$DEVICE" --existing)
+  if [ -n "$stopped" ]; then "$PY" -m "$reader" "$3" $stopped; else rm -f "$3"; fi
 }
 
 keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, DIR/results), unpacked
@@ -102,7 +104,10 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   # state lacks it
   # (a checkpoint the state no longer has is removed from carry/, its fit finished, unless the
   # piece dropped it for the way back: results/dropped names those)
+  # (and one that no recorded run continues with this code -- left by a code change -- is removed;
+  # results/live-checkpoints names those the piece's run continues, as the device named them)
   local dropped=() && while read -r name; do dropped+=(--dropped "$name"); done < <(cat "$dir/results/dropped" 2>/dev/null)
+  while read -r name; do dropped+=(--live "$name"); done < <(cat "$dir/results/live-checkpoints" 2>/dev/null)
   SYMLIB_CACHE=$dir/cache SYMLIB_RESULTS=$dir/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
     "${dropped[@]}" "$ch"
   local read=$dir/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
@@ -213,6 +218,9 @@ ran=()
     date -u +"$ch end %FT%TZ"
     find "$STATE/$ch" -type f -name '*.tmp' -delete
     chains_progress "$ch" "$STATE/$ch" "$STATE/$ch/results/progress/$ch.chains.json"
+    # the checkpoints this run continues as this machine names them (its data decide part of the
+    # name): keep's `carry save` keeps them whatever this checkout's machine would name them
+    "$PY" -m symlib.book.checkpoints "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
   done
   # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past
   # RETURN_MIB (raw) would come back cut, and a cut archive loses every finished

@@ -39,8 +39,10 @@ Command line::
 an entry the cache already has whole and current; ``save`` removes the chapter's carried entries
 that are no longer current (they would only be recomputed), and its carried checkpoints that the
 cache no longer has (their fit finished), except those a GPU piece dropped for the way back
-(``--dropped NAME``). Public: :func:`save`, :func:`load`,
-:func:`entries`.
+(``--dropped NAME``). A checkpoint that no run in the chapter's pieces file would continue with this
+code (:mod:`symlib.book.checkpoints`: one left when a code change started its fit again under a new
+name) is neither carried nor loaded, and ``save`` removes a carried one. Public: :func:`save`,
+:func:`load`, :func:`entries`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symlib.book import cache, pieces
+from symlib.book.checkpoints import live as live_checkpoints
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 
@@ -251,16 +254,19 @@ def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
 
 
 def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | None = None,
-         dropped: Iterable[str] = ()) -> dict:
+         dropped: Iterable[str] = (), live: Iterable[str] = ()) -> dict:
     """Copy ``chapter``'s current cache entries and its checkpoints into ``directory`` (those over
     :data:`COMPRESS_OVER` bytes xz-compressed); drop its carried entries that are no longer
     current, and its carried checkpoints that the cache no longer has (their fit finished and its
     stage removed them: loaded again, one would sit in every later cache, be carried again, and
     read as a run in progress), except those named in ``dropped`` (checkpoint file names: left
     out of a GPU piece's state for the way back, ``benchmarks/gpu_piece.sh``, so a carried older
-    one is still the best place to continue from). ``limit`` (MiB): files whose stored size is
-    larger than that are not carried (``"too large, left"`` names them). Returns counts and
-    stored bytes."""
+    one is still the best place to continue from). A checkpoint that no run in the merged pieces
+    file would continue with this code (:func:`symlib.book.checkpoints.live`) is not carried, and
+    a carried one is removed; ``live`` adds names that count as continued (those the machine that
+    ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST, may
+    name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is larger than that are not
+    carried (``"too large, left"`` names them). Returns counts and stored bytes."""
     directory = pathlib.Path(directory or default_dir())
     dropped = {_plain_name(pathlib.Path(name)) for name in dropped}
     saved = skipped = removed = size = 0
@@ -279,8 +285,12 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
         if not e.current:
             e.path.unlink()
             removed += 1
-    n_checkpoints = 0
-    in_cache = checkpoints(cache.cache_dir(), chapter)
+    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
+    alive = live_checkpoints(chapter, pieces.read(chapter, directory))
+    if alive is not None:
+        alive |= {_plain_name(pathlib.Path(name)) for name in live}
+    n_checkpoints = stranded = 0
+    in_cache = [path for path in checkpoints(cache.cache_dir(), chapter) if alive is None or path.name in alive]
     for path in in_cache:
         n, carried = _store(path, directory / "checkpoints", limit)
         if not carried:
@@ -290,19 +300,24 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     keep = {path.name for path in in_cache} | dropped
     finished = 0
     for path in checkpoints(directory, chapter):
-        if _plain_name(path) not in keep:
+        name = _plain_name(path)
+        if alive is not None and name not in alive:
+            path.unlink()
+            stranded += 1
+        elif name not in keep:
             path.unlink()
             finished += 1
-    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
     return {"chapter": chapter, "saved": saved, "checkpoints": n_checkpoints, "bytes": size,
             "not current, left": skipped, "too large, left": too_large,
             "removed from the carry folder": removed, "checkpoints gone from the cache, removed": finished,
+            "checkpoints no run of this code continues, removed": stranded,
             "pieces": n_pieces, "folder": str(directory)}
 
 
 def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
     """Copy ``chapter``'s current carried entries into the cache, where it has no current one, and
-    its carried checkpoints, where the cache has none of that name."""
+    its carried checkpoints, where the cache has none of that name, less those that no run in the
+    merged pieces file would continue with this code (:func:`symlib.book.checkpoints.live`)."""
     directory = pathlib.Path(directory or default_dir())
     root = cache.cache_dir()
     loaded = kept = skipped = 0
@@ -317,14 +332,18 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             kept += 1
             continue
         loaded += _unpack(e.path, target)
-    n_checkpoints = 0
+    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter, directory), pieces.pieces_path(chapter))
+    alive = live_checkpoints(chapter, pieces.read(chapter))
+    n_checkpoints = stranded = 0
     for path in checkpoints(directory, chapter):
         target = root / "checkpoints" / _plain_name(path)
-        if not target.exists():   # the cache's own is at least as far on (the same run, continued here)
+        if alive is not None and target.name not in alive:
+            stranded += 1
+        elif not target.exists():   # the cache's own is at least as far on (the same run, continued here)
             n_checkpoints += _unpack(path, target)
-    n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter, directory), pieces.pieces_path(chapter))
     return {"chapter": chapter, "loaded": loaded, "checkpoints": n_checkpoints, "already in the cache": kept,
-            "not current, left": skipped, "pieces": n_pieces, "cache": str(root)}
+            "not current, left": skipped, "checkpoints no run of this code continues, left": stranded,
+            "pieces": n_pieces, "cache": str(root)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,14 +354,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=float, default=None, metavar="MIB",
                    help="save: leave out every file whose stored (compressed) size is larger than this "
                         "many MiB (default: no limit)")
+    p.add_argument("--live", action="append", default=[], metavar="CHECKPOINT",
+                   help="save: a checkpoint file name that a recorded run continues, as the machine that ran "
+                        "it named it (kept even where this machine would name that run's otherwise)")
     p.add_argument("--dropped", action="append", default=[], metavar="CHECKPOINT",
                    help="save: a checkpoint file name left out of the state on purpose (a GPU piece's way "
                         "back): a carried one of that name is kept, not removed as finished")
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
-    if args.dropped and args.action != "save":
-        p.error("--dropped is for save only")
+    if (args.dropped or args.live) and args.action != "save":
+        p.error("--dropped and --live are for save only")
     if args.action != "list" and not args.chapters:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
     if args.action == "list":
@@ -359,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB) in {directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
-        out = (save(chapter, args.dir, limit=args.limit, dropped=args.dropped) if args.action == "save"
+        out = (save(chapter, args.dir, limit=args.limit, dropped=args.dropped, live=args.live) if args.action == "save"
                else load(chapter, args.dir))
         print(json.dumps(out))
     return 0

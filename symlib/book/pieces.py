@@ -6,7 +6,7 @@ budget (``$SYMLIB_BUDGET_S``; a stage raises
 by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
 execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
 started, how long it ran, on which device and host (:func:`host`: the CPU model, its widest
-vector instructions and its cores), profile, commit and compute code hash
+vector instructions and its cores), profile, seed, commit and compute code hash
 (:func:`symlib.book.provenance.compute_code_hash`), and how it ended (``complete``, ``budget``,
 ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
 :func:`account` reads the entries of a chapter's latest complete run, which
@@ -99,12 +99,14 @@ def host(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
               directory: Path | None = None, started: datetime | None = None,
-              code_hash: str | None = None, note: str | None = None) -> Path:
+              code_hash: str | None = None, note: str | None = None, seed: int | None = None) -> Path:
     """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
 
     ``code_hash``: the chapter's compute code hash the execution ran with (recorded when given).
     ``note``: how far it got, for a ``budget`` piece (the stage's message, e.g. "chapter 5's HMC:
     ... 1335 transitions done"; recorded when given).
+    ``seed``: the run seed (recorded when given: which checkpoints the run continues depends on
+    it, :mod:`symlib.book.checkpoints`; entries without it ran with seed 0).
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
@@ -121,6 +123,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
         entries[-1]["code_hash"] = code_hash
     if note:
         entries[-1]["note"] = str(note)
+    if seed is not None:
+        entries[-1]["seed"] = int(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     with os.fdopen(fd, "w") as f:

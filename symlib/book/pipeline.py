@@ -370,13 +370,13 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
                 why = err.evalue if err.ename == BUDGET_ERROR else (
                     f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
                     + _items_done_of(name, profile, seed, device))
-                _log_piece(name, profile, device, start, started, "budget", why)
+                _log_piece(name, profile, seed, device, start, started, "budget", why)
                 raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
                                  f"to continue. {_shown(target)} was left as it was.") from None
-            _log_piece(name, profile, device, start, started, "failed")
+            _log_piece(name, profile, seed, device, start, started, "failed")
             raise _failure(name, f"{err.ename}: {err.evalue}", out, failed, target) from None
         except DeadKernelError as err:
-            _log_piece(name, profile, device, start, started, "failed")
+            _log_piece(name, profile, seed, device, start, started, "failed")
             reason = (f"the kernel died, {type(err).__name__}: {err}; out of memory, a crash in "
                       "compiled code (e.g. a damaged compiled Stan model) or a kill")
             raise _failure(name, reason, out, failed, target) from None
@@ -385,7 +385,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
         _postprocess(executed)
         _commit(executed, staging, target, results_dir())
     failed.unlink(missing_ok=True)
-    _log_piece(name, profile, device, start, started, "rendered" if cached_only() else "complete")
+    _log_piece(name, profile, seed, device, start, started, "rendered" if cached_only() else "complete")
     return time.perf_counter() - start
 
 
@@ -469,7 +469,7 @@ def _device_name(device: str) -> str:
     return resolved.type
 
 
-def _log_piece(name: str, profile: str, device: str, start: float, started, outcome: str,
+def _log_piece(name: str, profile: str, seed: int, device: str, start: float, started, outcome: str,
                note: str | None = None) -> None:
     """One line in the chapter's pieces file (:mod:`symlib.book.pieces`); the reproducibility
     page is not a chapter and keeps none."""
@@ -479,7 +479,8 @@ def _log_piece(name: str, profile: str, device: str, start: float, started, outc
     from symlib.book.provenance import compute_code_hash
 
     log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
-              outcome=outcome, started=started, code_hash=compute_code_hash(name), note=note)
+              outcome=outcome, started=started, code_hash=compute_code_hash(name), note=note,
+              seed=seed)
 
 
 def _placeholder(name: str, folder: Path) -> None:
@@ -734,7 +735,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
             why = str(err)
         except BaseException as err:
             if not fired.is_set():
-                _log_piece(name, profile, device, start, started, "failed", skipped)
+                _log_piece(name, profile, seed, device, start, started, "failed", skipped)
                 raise
             # once the watchdog has fired, whatever the stage then raised is the interruption (an
             # interrupted Stan fit surfaces in PyStan as another error than KeyboardInterrupt)
@@ -742,11 +743,11 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
             why = (f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, raising {type(err).__name__}; "
                    + items_done(chapter, run.config, seed=seed, device=run.device))
         if why is not None:
-            _log_piece(name, profile, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))
+            _log_piece(name, profile, seed, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({why}); run the same command again to continue", flush=True)
             stopped.append(name)
             continue
-        _log_piece(name, profile, device, start, started, "complete", skipped)
+        _log_piece(name, profile, seed, device, start, started, "complete", skipped)
         print(f"[symlib] {name}: every stage computed in {time.perf_counter() - start:.0f} s; render it with "
               f"`execute --cached-only --profile {profile} --seed {seed} --device {device} {name}`", flush=True)
     return stopped

@@ -168,3 +168,23 @@ def test_an_unknown_chapter_is_refused_before_any_chapter_runs(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "unknown chapter(s) 01_ortho_skp; chapters: 00_symmetries" in done.stderr
     assert not (tmp_path / "state" / CHAPTER).exists() and not list(out.glob("*"))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_earlier_code_is_neither_loaded_nor_read_nor_kept(tmp_path):
+    """carry/ holds, beside the run's own HMC checkpoint, one that no run of this code continues
+    (left by a code change: another digest), written later: the piece does not load it, the
+    progress is read from the run's own checkpoint, and keep removes it from carry/."""
+    repo, out = _checkout(tmp_path), tmp_path / "out"
+    run = _runner(repo, _env(tmp_path, out, CHAPTER="05_rebasin_hmc", PIECE_S="1e-9", HARD_S="300"))
+    assert "compute rc=75" in _piece(run, out)
+    run("keep", str(out))
+    (own,) = (repo / "carry" / "checkpoints").glob("05_rebasin_hmc-bayes-main-*.pt*")
+    stale = own.with_name(own.name.replace(own.name.split("-")[-1].split(".")[0], "0123456789abcdef"))
+    shutil.copy(own, stale)                                            # newer, and readable as an HMC checkpoint
+    log = _piece(run, out)
+    assert '"checkpoints no run of this code continues, left": 1' in log and "compute rc=75" in log
+    run("keep", str(out))
+    assert not stale.exists() and own.exists()
+    chains = json.loads((repo / "published" / "paper" / "progress" / "05_rebasin_hmc.chains.json").read_text())
+    assert [c["digest"] for c in chains] == [own.name.split("-")[-1].split(".")[0]]
