@@ -106,10 +106,10 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   # piece dropped it for the way back: results/dropped names those)
   # (and one that no recorded run continues with this code -- left by a code change -- is removed;
   # results/live-checkpoints names those the piece's run continues, as the device named them)
-  local dropped=() && while read -r name; do dropped+=(--dropped "$name"); done < <(cat "$dir/results/dropped" 2>/dev/null)
-  while read -r name; do dropped+=(--live "$name"); done < <(cat "$dir/results/live-checkpoints" 2>/dev/null)
+  local names=() && while read -r name; do names+=(--dropped "$name"); done < <(cat "$dir/results/dropped" 2>/dev/null)
+  while read -r name; do names+=(--live "$name"); done < <(cat "$dir/results/live-checkpoints" 2>/dev/null)
   SYMLIB_CACHE=$dir/cache SYMLIB_RESULTS=$dir/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
-    "${dropped[@]}" "$ch"
+    "${names[@]}" "$ch"
   local read=$dir/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
   if [ -f "$read" ]; then
     mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: the HMC runs' progress as the piece read it on the device -> $published"

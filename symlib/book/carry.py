@@ -264,9 +264,10 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     one is still the best place to continue from). A checkpoint that no run in the merged pieces
     file would continue with this code (:func:`symlib.book.checkpoints.live`) is not carried, and
     a carried one is removed; ``live`` adds names that count as continued (those the machine that
-    ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST, may
-    name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is larger than that are not
-    carried (``"too large, left"`` names them). Returns counts and stored bytes."""
+    ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST,
+    may name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is
+    larger than that are not carried (``"too large, left"`` names them). Returns counts and
+    stored bytes."""
     directory = pathlib.Path(directory or default_dir())
     dropped = {_plain_name(pathlib.Path(name)) for name in dropped}
     saved = skipped = removed = size = 0
