@@ -377,9 +377,12 @@ def main(argv: list[str] | None = None) -> int:
             found = entries(directory, chapter)
             current = sum(e.current for e in found)
             held = checkpoints(directory, chapter)
+            alive = live_checkpoints(chapter, pieces.read(chapter, directory)) if held else None
+            stranded = "" if alive is None else \
+                f", {sum(_plain_name(p) not in alive for p in held)} that no recorded run continues with this code"
             print(f"{chapter}: {len(found)} entries ({current} current, "
                   f"{sum(e.size for e in found) / 1e6:.2f} MB) and {len(held)} checkpoints "
-                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB) in {directory} (sizes as stored)")
+                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB{stranded}) in {directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
         out = (save(chapter, args.dir, limit=args.limit, dropped=args.dropped, live=args.live) if args.action == "save"

@@ -90,7 +90,7 @@ def _file(root, name, size=1024):
     return path
 
 
-def test_carry_drops_a_checkpoint_no_recorded_run_continues(tmp_path, monkeypatch):
+def test_carry_drops_a_checkpoint_no_recorded_run_continues(tmp_path, monkeypatch, capsys):
     """A checkpoint of earlier code (its name no run of this code gives) in the cache is not
     carried, one already carried is removed, and ``load`` does not put one in a cache; the run's
     own checkpoint and another recorded run's (the smoke profile's) travel as before."""
@@ -111,6 +111,8 @@ def test_carry_drops_a_checkpoint_no_recorded_run_continues(tmp_path, monkeypatc
     assert out["checkpoints"] == 2 and out["checkpoints no run of this code continues, removed"] == 1
     assert sorted(p.name for p in carry.checkpoints(folder, CH)) == sorted([paper_main, smoke_main])
     _file(folder, old_code)                                                         # as if carried by an older save
+    assert carry.main(["list", CH, "--dir", str(folder)]) == 0
+    assert "3 checkpoints" in (said := capsys.readouterr().out) and "1 that no recorded run continues" in said
     monkeypatch.setenv("SYMLIB_CACHE", str(there))
     monkeypatch.setenv("SYMLIB_RESULTS", str(there / "results"))
     got = carry.load(CH, folder)
