@@ -77,16 +77,19 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
 }
 
 chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
-  # exactly the checkpoints this run (profile, seed 0, device) continues, those it has not spent
-  # (a finished item's is removed); never one of other code or settings (symlib.book.checkpoints)
-  local reader stopped
+  # exactly the checkpoints this run (profile, seed 0, device) continues, as STATE_DIR/results/
+  # live-checkpoints names them (symlib.book.checkpoints), those it has not spent (a finished
+  # item's is removed); never one of other code or settings
+  local reader stopped=() name
   case $1 in
     05_rebasin_hmc) reader=symlib.chapters.rebasin_hmc.progress ;;
     06_synthesis)   reader=symlib.chapters.synthesis.progress ;;
     *) return 0 ;;
   esac
-  stopped=$(SYMLIB_CACHE=$2/cache "$PY" -m symlib.book.checkpoints "$1" --profile "$PROFILE" --seed 0 --device "$DEVICE" --existing)
-  if [ -n "$stopped" ]; then "$PY" -m "$reader" "$3" $stopped; else rm -f "$3"; fi
+  while read -r name; do
+    [ -f "$2/cache/checkpoints/$name" ] && stopped+=("$2/cache/checkpoints/$name")
+  done < "$2/results/live-checkpoints"
+  if [ "${#stopped[@]}" -gt 0 ]; then "$PY" -m "$reader" "$3" "${stopped[@]}"; else rm -f "$3"; fi
 }
 
 keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, DIR/results), unpacked
@@ -217,10 +220,11 @@ ran=()
     echo "$ch compute rc=$rc"
     date -u +"$ch end %FT%TZ"
     find "$STATE/$ch" -type f -name '*.tmp' -delete
-    chains_progress "$ch" "$STATE/$ch" "$STATE/$ch/results/progress/$ch.chains.json"
     # the checkpoints this run continues as this machine names them (its data decide part of the
-    # name): keep's `carry save` keeps them whatever this checkout's machine would name them
+    # name): the progress is read from those, and keep's `carry save` keeps them whatever this
+    # checkout's machine would name them
     "$PY" -m symlib.book.checkpoints "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
+    chains_progress "$ch" "$STATE/$ch" "$STATE/$ch/results/progress/$ch.chains.json"
   done
   # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past
   # RETURN_MIB (raw) would come back cut, and a cut archive loses every finished
