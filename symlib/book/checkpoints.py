@@ -46,33 +46,15 @@ def _context(chapter: str, stage_name: str, config, seed: int, device):
     (without its inputs: no naming function reads them)."""
     from symlib.book.chapter import StageContext
 
-    stage = _declared(chapter).stage(stage_name)
+    stage = _chapters().declared(chapter).stage(stage_name)
     return StageContext(chapter=chapter, stage=stage, config=stage.view(config, chapter), device=device,
                         inputs={}, run_seed=seed)
 
 
-def _declared(chapter: str):
-    """``chapter``'s :class:`~symlib.book.chapter.Chapter`, found by name (:mod:`symlib.book`
-    imports no chapter statically).
-
-    Raises:
-        ValueError: ``chapter`` is not a chapter of the book (the message lists them).
-    """
-    from symlib.book.provenance import declared
-
-    spec = declared(chapter)
-    if spec is None:
-        names = importlib.import_module("symlib.chapters").CHAPTERS
-        raise ValueError(f"unknown chapter {chapter!r}; valid chapters: {', '.join(sorted(names))}")
-    return spec
-
-
-def _config(chapter: str, profile: str):
-    """The profile ``profile`` of ``chapter`` (ValueError listing the valid ones)."""
-    profiles = _declared(chapter).profiles
-    if profile not in profiles:
-        raise ValueError(f"{chapter} has no profile {profile!r}; profiles: {', '.join(profiles)}")
-    return profiles[profile]
+def _chapters():
+    """:mod:`symlib.chapters`, imported by name (:mod:`symlib.book` imports no chapter statically):
+    its ``declared`` and ``get_profile`` (ValueError listing the valid chapters or profiles)."""
+    return importlib.import_module("symlib.chapters")
 
 
 def _stages(package: str):
@@ -134,7 +116,7 @@ def expected(chapter: str, profile: str, *, seed: int = 0, device: str = "cpu") 
     Raises:
         ValueError: an unknown chapter or profile (the message lists the valid ones).
     """
-    config = _config(chapter, profile)
+    config = _chapters().get_profile(chapter, profile)
     names = CHECKPOINTED.get(chapter)
     if names is None:
         return []
@@ -164,7 +146,7 @@ def live(chapter: str, entries: Iterable[dict]) -> set[str] | None:
     recorded = runs(entries)
     if not recorded:
         return None
-    profiles = _declared(chapter).profiles   # a profile this version no longer has continues nothing
+    profiles = _chapters().declared(chapter).profiles   # a profile this version no longer has continues nothing
     return {name for profile, seed, device in recorded if profile in profiles
             for name in expected(chapter, profile, seed=seed, device=device)}
 
