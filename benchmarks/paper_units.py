@@ -1,0 +1,105 @@
+"""How long the `paper` profile's largest units without a checkpoint take on this machine.
+
+A `paper` run goes in pieces (``SYMLIB_BUDGET_S``, 480 s in ``benchmarks/gpu_piece.sh``); a stage
+item that keeps no checkpoint must finish inside the piece that starts it, or every piece starts
+it again. This times those of chapters 2a and 2b, each as its stage computes it:
+
+* ``2b_chunk``: chapter 2b's ``train_chunks`` item 0 (100 OptuNets trained as one batch, 60
+  epochs of SGD, with the authors' restart rule, whose restarts train one network at a time);
+* ``2a_chunk``: chapter 2a's ``optunet_chunks`` item 0 (the same training, with the sorting
+  permutations of the tracked networks recorded after every step);
+* ``2b_samples``: chapter 2b's ``samples`` stage (MC dropout, mean-field VI, SGHMC, SWAG and the
+  full-Hessian Laplace of Table 1, one computation), started from 100 freshly initialised
+  OptuNets in place of the trained ensemble: its cost depends on the shapes and budgets, not on
+  the weights (MC dropout trains its own networks; only the restart-free paths differ).
+
+The run seed is 0, the data the profile resolves here (the shipped digits unless full MNIST's
+IDX files are found). CPU times are an indication for a GPU piece, not a bound: the restarts
+train one small network at a time, which a GPU does not speed up much.
+
+    python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from symlib.book.pieces import host
+from symlib.chapters import get_profile
+
+UNITS = ("2b_chunk", "2b_samples", "2a_chunk")
+
+
+def _restarts(restarts: torch.Tensor) -> dict:
+    return {"networks_restarted": int((restarts > 0).sum()), "restarts": int(restarts.sum())}
+
+
+def _2b_chunk(profile: str, device: str) -> dict:
+    from symlib.chapters.posterior_mmd.networks import load_data, train_chunk, train_chunks
+
+    config = get_profile("02b_posterior_mmd", profile)
+    data = load_data(config, ood=False)
+    chunk, size = train_chunks(config)[0]
+    out = train_chunk(config, data, 0, chunk, size, progress=False, device=device)
+    return {"networks": size, "epochs": config.epochs, "train_digits": len(data["x_train"]),
+            **_restarts(out["restarts"])}
+
+
+def _2a_chunk(profile: str, device: str) -> dict:
+    from symlib.chapters.symmetry_removal.optunets import optunet_chunks, train_optunet_chunk
+
+    config = get_profile("02a_symmetry_removal", profile)
+    chunk, size = optunet_chunks(config)[0]
+    out = train_optunet_chunk(config, 0, chunk, size, device)
+    return {"networks": size, "epochs": config.optunet_epochs, **_restarts(out["restarts"])}
+
+
+def _2b_samples(profile: str, device: str) -> dict:
+    from symlib.chapters.posterior_mmd.networks import load_data
+    from symlib.chapters.posterior_mmd.sampling import posterior_samples
+    from symlib.nn.convnets import init_optunet
+
+    config = get_profile("02b_posterior_mmd", profile)
+    data = load_data(config, ood=False)
+    n = config.ensemble_models
+    nets = {"ensemble": init_optunet(torch.Generator().manual_seed(0), n),
+            "ensemble_accuracy": torch.ones(n)}  # every one "learned": the first `modes` are the modes
+    out = posterior_samples(config, data, nets, 1, progress=False, device=device)
+    return {"modes": config.modes, "samples": config.samples, "vi_epochs": config.vi_epochs,
+            "swag_epochs": config.swag_snapshots * config.swag_epochs_between,
+            "laplace": f"{config.laplace_hessian}, {min(config.laplace_points, len(data['x_train']))} points",
+            "rows": len(out["rows"])}
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--profile", default="paper", help="the chapters' profile (smoke: seconds, for the tests)")
+    p.add_argument("--units", nargs="+", choices=UNITS, default=list(UNITS))
+    p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
+    args = p.parse_args(argv)
+    run = {"_2b_chunk": _2b_chunk, "_2a_chunk": _2a_chunk, "_2b_samples": _2b_samples}
+    result = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "host": host(), "device": args.device, "profile": args.profile,
+              "torch": torch.__version__, "python": platform.python_version(),
+              "threads": torch.get_num_threads(), "jobs": os.environ.get("SYMLIB_JOBS"), "units": {}}
+    for unit in args.units:
+        t = time.perf_counter()
+        info = run[f"_{unit}"](args.profile, args.device)
+        result["units"][unit] = {"seconds": round(time.perf_counter() - t, 1), **info}
+        print(unit, result["units"][unit], flush=True)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

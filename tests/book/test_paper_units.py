@@ -1,0 +1,42 @@
+"""benchmarks/paper_units.py times the stage items it names (the first item of each chapter's
+training fan-out, at the profile asked for) and writes every unit it timed, with its profile."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("paper_units", ROOT / "benchmarks" / "paper_units.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
+    from symlib.chapters import get_profile
+    from symlib.chapters.posterior_mmd.networks import train_chunks
+    from symlib.chapters.symmetry_removal.optunets import optunet_chunks
+
+    out = tmp_path / "units.json"
+    result = _script().main(["--profile", "smoke", "--units", "2b_chunk", "2a_chunk", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert result["profile"] == "smoke" and result["device"] == "cpu"
+    assert list(result["units"]) == ["2b_chunk", "2a_chunk"]
+    b, a = result["units"]["2b_chunk"], result["units"]["2a_chunk"]
+    assert b["networks"] == train_chunks(get_profile("02b_posterior_mmd", "smoke"))[0][1]
+    assert a["networks"] == optunet_chunks(get_profile("02a_symmetry_removal", "smoke"))[0][1]
+    assert b["epochs"] == get_profile("02b_posterior_mmd", "smoke").epochs
+    for unit in (a, b):
+        assert unit["seconds"] > 0 and 0 <= unit["networks_restarted"] <= unit["restarts"] <= 10 * unit["networks"]
+
+
+def test_an_unknown_unit_is_refused():
+    with pytest.raises(SystemExit):
+        _script().main(["--units", "3_chunk"])
