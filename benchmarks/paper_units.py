@@ -11,7 +11,7 @@ it again. This times those of chapters 2a and 2b, each as its stage computes it:
 * ``2b_samples``: chapter 2b's ``samples`` stage (MC dropout, mean-field VI, SGHMC, SWAG and the
   full-Hessian Laplace of Table 1, one computation), started from 100 freshly initialised
   OptuNets in place of the trained ensemble: its cost depends on the shapes and budgets, not on
-  the weights (MC dropout trains its own networks; only the restart-free paths differ).
+  the weights (MC dropout trains its own networks from scratch either way).
 
 The run seed is 0, the data the profile resolves here (the shipped digits unless full MNIST's
 IDX files are found). CPU times are an indication for a GPU piece, not a bound: the restarts
@@ -86,13 +86,13 @@ def main(argv=None) -> dict:
     p.add_argument("--units", nargs="+", choices=UNITS, default=list(UNITS))
     p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
     args = p.parse_args(argv)
-    run = {"_2b_chunk": _2b_chunk, "_2a_chunk": _2a_chunk, "_2b_samples": _2b_samples}
+    run = {"2b_chunk": _2b_chunk, "2a_chunk": _2a_chunk, "2b_samples": _2b_samples}
     result = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "host": host(), "device": args.device, "profile": args.profile,
               "torch": torch.__version__, "python": platform.python_version(),
               "threads": torch.get_num_threads(), "jobs": os.environ.get("SYMLIB_JOBS"), "units": {}}
     for unit in args.units:
         t = time.perf_counter()
-        info = run[f"_{unit}"](args.profile, args.device)
+        info = run[unit](args.profile, args.device)
         result["units"][unit] = {"seconds": round(time.perf_counter() - t, 1), **info}
         print(unit, result["units"][unit], flush=True)
         if args.out:
