@@ -13,9 +13,11 @@ it again. This times those of chapters 2a and 2b, each as its stage computes it:
   OptuNets in place of the trained ensemble: its cost depends on the shapes and budgets, not on
   the weights (MC dropout trains its own networks from scratch either way).
 
-The run seed is 0, the data the profile resolves here (the shipped digits unless full MNIST's
-IDX files are found). CPU times are an indication for a GPU piece, not a bound: the restarts
-train one small network at a time, which a GPU does not speed up much.
+Each runs through its stage's own ``compute``, with the context a run of the profile with run
+seed 0 gives it (the stage's seed and threads), on the data the profile resolves here (the
+shipped digits unless full MNIST's IDX files are found). CPU times are an indication for a GPU
+piece, not a bound: the restarts train one small network at a time, which a GPU does not speed
+up much.
 
     python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk] [--out FILE]
 """
@@ -32,8 +34,9 @@ from pathlib import Path
 
 import torch
 
+from symlib.book.chapter import StageContext
 from symlib.book.pieces import host
-from symlib.chapters import get_profile
+from symlib.chapters import declared, get_profile
 
 UNITS = ("2b_chunk", "2b_samples", "2a_chunk")
 
@@ -42,41 +45,42 @@ def _restarts(restarts: torch.Tensor) -> dict:
     return {"networks_restarted": int((restarts > 0).sum()), "restarts": int(restarts.sum())}
 
 
-def _2b_chunk(profile: str, device: str) -> dict:
-    from symlib.chapters.posterior_mmd.networks import load_data, train_chunk, train_chunks
+def _stage(chapter: str, name: str, profile: str, device: str, inputs: dict | None = None):
+    """Stage ``name`` of ``chapter`` and the context the pipeline gives it in a run of ``profile``
+    with run seed 0 (as ``Chapter.run_stages`` builds it: the stage's view of the profile, its
+    seed and threads)."""
+    stage = declared(chapter).stage(name)
+    return stage, StageContext(chapter=chapter, stage=stage, config=stage.view(get_profile(chapter, profile), chapter),
+                               device=device, inputs=inputs or {}, run_seed=0)
 
-    config = get_profile("02b_posterior_mmd", profile)
-    data = load_data(config, ood=False)
-    chunk, size = train_chunks(config)[0]
-    out = train_chunk(config, data, 0, chunk, size, progress=False, device=device)
-    return {"networks": size, "epochs": config.epochs, "train_digits": len(data["x_train"]),
-            **_restarts(out["restarts"])}
+
+def _2b_chunk(profile: str, device: str) -> dict:
+    stage, ctx = _stage("02b_posterior_mmd", "train_chunks", profile, device)
+    item = stage.items(ctx.config)[0]   # (chunk, size)
+    out = stage.compute(ctx, item)
+    return {"networks": item[1], "epochs": ctx.config.epochs, "seed": ctx.seed, **_restarts(out["restarts"])}
 
 
 def _2a_chunk(profile: str, device: str) -> dict:
-    from symlib.chapters.symmetry_removal.optunets import optunet_chunks, train_optunet_chunk
-
-    config = get_profile("02a_symmetry_removal", profile)
-    chunk, size = optunet_chunks(config)[0]
-    out = train_optunet_chunk(config, 0, chunk, size, device)
-    return {"networks": size, "epochs": config.optunet_epochs, **_restarts(out["restarts"])}
+    stage, ctx = _stage("02a_symmetry_removal", "optunet_chunks", profile, device)
+    item = stage.items(ctx.config)[0]   # (chunk, size)
+    out = stage.compute(ctx, item)
+    return {"networks": item[1], "epochs": ctx.config.optunet_epochs, "seed": ctx.seed, **_restarts(out["restarts"])}
 
 
 def _2b_samples(profile: str, device: str) -> dict:
-    from symlib.chapters.posterior_mmd.networks import load_data
-    from symlib.chapters.posterior_mmd.sampling import posterior_samples
     from symlib.nn.convnets import init_optunet
 
     config = get_profile("02b_posterior_mmd", profile)
-    data = load_data(config, ood=False)
     n = config.ensemble_models
-    nets = {"ensemble": init_optunet(torch.Generator().manual_seed(0), n),
-            "ensemble_accuracy": torch.ones(n)}  # every one "learned": the first `modes` are the modes
-    out = posterior_samples(config, data, nets, 1, progress=False, device=device)
-    return {"modes": config.modes, "samples": config.samples, "vi_epochs": config.vi_epochs,
-            "swag_epochs": config.swag_snapshots * config.swag_epochs_between,
-            "laplace": f"{config.laplace_hessian}, {min(config.laplace_points, len(data['x_train']))} points",
-            "rows": len(out["rows"])}
+    train = {"ensemble": init_optunet(torch.Generator().manual_seed(0), n),
+             "ensemble_accuracy": torch.ones(n)}  # every one "learned": the first `modes` are the modes
+    stage, ctx = _stage("02b_posterior_mmd", "samples", profile, device, {"train": train})
+    out = stage.compute(ctx)
+    c = ctx.config
+    return {"modes": c.modes, "samples": c.samples, "vi_epochs": c.vi_epochs, "seed": ctx.seed,
+            "swag_epochs": c.swag_snapshots * c.swag_epochs_between,
+            "laplace": f"{c.laplace_hessian}, at most {c.laplace_points} points", "rows": len(out["rows"])}
 
 
 def main(argv=None) -> dict:

@@ -1,5 +1,6 @@
 """benchmarks/paper_units.py times the stage items it names (the first item of each chapter's
-training fan-out, at the profile asked for) and writes every unit it timed, with its profile."""
+training fan-out, at the profile asked for, with the stage's own seed) and writes every unit it
+timed, with its profile."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _script():
 
 
 def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
-    from symlib.chapters import get_profile
+    from symlib.chapters import declared, get_profile
     from symlib.chapters.posterior_mmd.networks import train_chunks
     from symlib.chapters.symmetry_removal.optunets import optunet_chunks
 
@@ -33,6 +34,9 @@ def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
     assert b["networks"] == train_chunks(get_profile("02b_posterior_mmd", "smoke"))[0][1]
     assert a["networks"] == optunet_chunks(get_profile("02a_symmetry_removal", "smoke"))[0][1]
     assert b["epochs"] == get_profile("02b_posterior_mmd", "smoke").epochs
+    # each with the seed its stage has in a run of seed 0 (chapter 2a's chunks: not the run seed itself)
+    assert b["seed"] == declared("02b_posterior_mmd").stage("train_chunks").legacy_seed(0)
+    assert a["seed"] == declared("02a_symmetry_removal").stage("optunet_chunks").legacy_seed(0) != 0
     for unit in (a, b):
         assert unit["seconds"] > 0 and 0 <= unit["networks_restarted"] <= unit["restarts"] <= 10 * unit["networks"]
 
