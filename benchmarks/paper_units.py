@@ -9,9 +9,10 @@ it again. This times those of chapters 2a and 2b, each as its stage computes it:
 * ``2a_chunk``: chapter 2a's ``optunet_chunks`` item 0 (the same training, with the sorting
   permutations of the tracked networks recorded after every step);
 * ``2b_samples``: chapter 2b's ``samples`` stage (MC dropout, mean-field VI, SGHMC, SWAG and the
-  full-Hessian Laplace of Table 1, one computation), started from 100 freshly initialised
-  OptuNets in place of the trained ensemble: its cost depends on the shapes and budgets, not on
-  the weights (MC dropout trains its own networks from scratch either way).
+  full-Hessian Laplace of Table 1), method by method as a run in pieces computes it (it stops
+  between two methods at the budget: each method is a unit), started from 100 freshly
+  initialised OptuNets in place of the trained ensemble: its cost depends on the shapes and
+  budgets, not on the weights (MC dropout trains its own networks from scratch either way).
 
 Each runs through its stage's own ``compute``, with the context a run of the profile with run
 seed 0 gives it (the stage's seed and threads), on the data the profile resolves here (the
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +71,11 @@ def _2a_chunk(profile: str, device: str) -> dict:
 
 
 def _2b_samples(profile: str, device: str) -> dict:
+    """The ``samples`` stage method by method, as a run in pieces computes it: each call stopped
+    at a spent budget after one method, its checkpoint written, the next continuing (in a cache
+    of its own, so that no run continues the checkpoint of these stand-in modes)."""
+    from symlib.chapters.posterior_mmd.sampling import POSTERIORS
+    from symlib.inference.hmc_resumable import BUDGET_ENV, PIECE_START_ENV, BudgetExhausted
     from symlib.nn.convnets import init_optunet
 
     config = get_profile("02b_posterior_mmd", profile)
@@ -76,11 +83,33 @@ def _2b_samples(profile: str, device: str) -> dict:
     train = {"ensemble": init_optunet(torch.Generator().manual_seed(0), n),
              "ensemble_accuracy": torch.ones(n)}  # every one "learned": the first `modes` are the modes
     stage, ctx = _stage("02b_posterior_mmd", "samples", profile, device, {"train": train})
-    out = stage.compute(ctx)
+    methods, out = {}, None
+    saved = {k: os.environ.get(k) for k in ("SYMLIB_CACHE", BUDGET_ENV, PIECE_START_ENV)}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.update({"SYMLIB_CACHE": tmp, BUDGET_ENV: "1e-9"})
+        os.environ.pop(PIECE_START_ENV, None)
+        try:
+            for method in POSTERIORS:
+                t = time.perf_counter()
+                try:
+                    out = stage.compute(ctx)
+                except BudgetExhausted:
+                    pass
+                methods[method] = round(time.perf_counter() - t, 1)
+                print(f"  {method}: {methods[method]} s", flush=True)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    if out is None:
+        raise RuntimeError("the samples stage did not complete after one call per method")
     c = ctx.config
     return {"modes": c.modes, "samples": c.samples, "vi_epochs": c.vi_epochs, "seed": ctx.seed,
             "swag_epochs": c.swag_snapshots * c.swag_epochs_between,
-            "laplace": f"{c.laplace_hessian}, at most {c.laplace_points} points", "rows": len(out["rows"])}
+            "laplace": f"{c.laplace_hessian}, at most {c.laplace_points} points", "rows": len(out["rows"]),
+            "methods_s": methods}
 
 
 def main(argv=None) -> dict:

@@ -1,8 +1,8 @@
 """Which checkpoints a chapter's run would continue, so that those no run of this code would are known.
 
 A fit stopped inside its stage at the time budget leaves a checkpoint in
-``<cache>/checkpoints/`` (chapter 1's VI fits, chapter 5's HMC runs, chapter 6's gold standards),
-named by a digest of everything it depends on: the stage's profile fields, the run seed, the device
+``<cache>/checkpoints/`` (chapter 1's VI fits, chapter 2b's approximate posteriors, chapter 5's
+HMC runs, chapter 6's gold standards), named by a digest of everything it depends on: the stage's profile fields, the run seed, the device
 type and the stage's code and data hashes. A piece continues exactly the checkpoint of its own
 name. After a change to a stage's code, the next piece starts that fit again under a new name,
 and the old checkpoint is *stranded*: no run of this code will read it again. Left alone it would
@@ -25,20 +25,45 @@ records no run, nothing is known to be stranded (:func:`live` returns None) and 
 The test suite stops every checkpointing stage of each listed chapter at its budget and checks
 that the checkpoints it leaves are exactly :func:`expected`'s (``tests/book/test_checkpoints.py``).
 
-Public: :data:`CHECKPOINTED`, :func:`expected`, :func:`live`, :func:`runs`.
+A stage that checkpoints names its file with :func:`stage_checkpoint` (chapter 2b's ``samples``;
+chapters 1, 5 and 6 still name theirs in their own stages modules, the same way: moving them here
+would change their code hashes and make their published runs stale, so it waits for the next time
+they must be republished anyway).
+
+Public: :data:`CHECKPOINTED`, :func:`expected`, :func:`live`, :func:`runs`, :func:`stage_checkpoint`.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from symlib.book import cache
 
-__all__ = ["CHECKPOINTED", "expected", "live", "main", "runs"]
+__all__ = ["CHECKPOINTED", "expected", "live", "main", "runs", "stage_checkpoint"]
+
+
+def stage_checkpoint(ctx, run: str) -> Path:
+    """Where run ``run`` of the stage of ``ctx`` (a :class:`~symlib.book.chapter.StageContext`)
+    checkpoints: ``<cache>/checkpoints/<chapter>-<stage>-<run>-<digest>.pt``. The digest is of
+    everything the stage's result depends on: its profile fields, its seed, the device type, its
+    ``key_data`` (e.g. the data files it reads) and its code and data hashes
+    (:func:`symlib.book.cache.fingerprint` of its cache experiment), so a checkpoint of other
+    settings, data or code is never continued."""
+    stage = ctx.stage
+    ident = {"chapter": ctx.chapter, "stage": stage.name, "run": run, "fields": ctx.config.fields(),
+             "seed": ctx.seed, "device": cache.device_key(ctx.device),
+             "key_data": stage.key_data(ctx.config) if stage.key_data is not None else None,
+             "code": cache.fingerprint(stage.experiment_name(ctx.chapter))}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    label = re.sub(r"[^A-Za-z0-9.]+", "_", run).strip("_")
+    return cache.cache_dir() / "checkpoints" / f"{ctx.chapter}-{stage.name}-{label}-{digest}.pt"
 
 
 def _context(chapter: str, stage_name: str, config, seed: int, device):
@@ -90,6 +115,14 @@ def _rebasin_hmc(chapter: str, config, seed: int, device) -> Iterator[Path]:
         yield stages.checkpoint_path(ctx, variant)
 
 
+def _posterior_mmd(chapter: str, config, seed: int, device) -> Iterator[Path]:
+    """Chapter 2b: stage ``samples``, one checkpoint after each approximate posterior
+    (:func:`symlib.chapters.posterior_mmd.stages.samples`)."""
+    stages = _stages("posterior_mmd")
+
+    yield stages.samples_checkpoint(_context(chapter, "samples", config, seed, device))
+
+
 def _synthesis(chapter: str, config, seed: int, device) -> Iterator[Path]:
     """Chapter 6: one gold standard per benchmark (stage ``gold``)."""
     stages = _stages("synthesis")
@@ -101,6 +134,7 @@ def _synthesis(chapter: str, config, seed: int, device) -> Iterator[Path]:
 
 CHECKPOINTED: dict[str, Callable[..., Iterable[Path]]] = {
     "01_ortho_skip": _ortho_skip,
+    "02b_posterior_mmd": _posterior_mmd,
     "05_rebasin_hmc": _rebasin_hmc,
     "06_synthesis": _synthesis,
 }

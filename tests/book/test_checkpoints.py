@@ -13,8 +13,8 @@ from symlib.book.chapter import StageContext
 from symlib.chapters import declared, get_profile
 from symlib.inference.hmc_resumable import BudgetExhausted
 
-CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "05_rebasin_hmc": ("bayes", "robust"),
-                        "06_synthesis": ("gold",)}
+CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "02b_posterior_mmd": ("samples",),
+                        "05_rebasin_hmc": ("bayes", "robust"), "06_synthesis": ("gold",)}
 """Each chapter's stages that checkpoint inside a fit (read from their code, independently of
 :data:`checkpoints.CHECKPOINTED`)."""
 
@@ -24,7 +24,9 @@ def _results(chapter, stage, config, seed, done):
     for name in stage.needs:
         if name not in done:
             need = chapter.stage(name)
-            done[name] = need.compute(_ctx(chapter, need, config, seed, done))
+            ctx = _ctx(chapter, need, config, seed, done)
+            done[name] = need.compute(ctx) if need.items is None else {   # a fan-out: by item
+                item: need.compute(ctx, item) for item in need.items(ctx.config)}
     return {name: done[name] for name in stage.needs}
 
 
@@ -40,18 +42,19 @@ def test_the_names_are_those_the_stages_leave_when_stopped(name, tmp_path, monke
     and another seed or device names others."""
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
-    chapter, config, seed, done = declared(name), get_profile(name, "smoke"), 3, {}
+    chapter, config, seed, done, fits = declared(name), get_profile(name, "smoke"), 3, {}, 0
     for stage_name in CHECKPOINTING_STAGES[name]:
         stage = chapter.stage(stage_name)
         ctx = _ctx(chapter, stage, config, seed, done)
         items = list(stage.items(ctx.config)) if stage.items is not None else [None]
         for item in items:
+            fits += 1
             monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
             with pytest.raises(BudgetExhausted):
                 stage.compute(ctx) if item is None else stage.compute(ctx, item)
             monkeypatch.delenv("SYMLIB_BUDGET_S")
     left = sorted(p.name for p in (cache.cache_dir() / "checkpoints").glob("*.pt"))
-    assert len(left) >= 2
+    assert len(left) == fits   # one checkpoint per fit stopped
     assert checkpoints.expected(name, "smoke", seed=seed, device="cpu") == left
     assert not set(checkpoints.expected(name, "smoke", seed=0, device="cpu")) & set(left)
     assert not set(checkpoints.expected(name, "smoke", seed=seed, device="cuda (NVIDIA H100 80GB HBM3)")) & set(left)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,22 @@ def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
     assert a["seed"] == declared("02a_symmetry_removal").stage("optunet_chunks").legacy_seed(0) != 0
     for unit in (a, b):
         assert unit["seconds"] > 0 and 0 <= unit["networks_restarted"] <= unit["restarts"] <= 10 * unit["networks"]
+
+
+def test_times_the_samples_stage_method_by_method_in_a_cache_of_its_own(tmp_path, monkeypatch):
+    """Each method of chapter 2b's ``samples`` is a unit of its own (the stage stops between
+    them); the stand-in modes' checkpoint never reaches the user's cache, and the budget
+    variables are as they were."""
+    from symlib.chapters.posterior_mmd.sampling import POSTERIORS
+
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "480")
+    unit = _script().main(["--profile", "smoke", "--units", "2b_samples"])["units"]["2b_samples"]
+    assert list(unit["methods_s"]) == list(POSTERIORS) and unit["rows"] == 10
+    assert all(t > 0 for t in unit["methods_s"].values())
+    assert unit["seconds"] >= sum(unit["methods_s"].values())
+    assert not (tmp_path / "cache").exists()
+    assert os.environ["SYMLIB_BUDGET_S"] == "480" and os.environ["SYMLIB_CACHE"] == str(tmp_path / "cache")
 
 
 def test_an_unknown_unit_is_refused():

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from symlib import metrics
-from symlib.book.chapter import RunResults
+from symlib.book import checkpoints
+from symlib.book.chapter import RunResults, StageContext
 from symlib.book.preconditions import ACCURACY_SHARE
 from symlib.book.results import Column, Kind
 from symlib.chapters import get_profile
@@ -19,7 +20,9 @@ from symlib.chapters.posterior_mmd import (
     sampling,
 )
 from symlib.chapters.posterior_mmd.profiles import PosteriorMMDProfile
+from symlib.chapters.posterior_mmd.stages import samples_checkpoint
 from symlib.chapters.symmetry_removal.reference import load_reference
+from symlib.inference.hmc_resumable import BudgetExhausted
 from symlib.nn.convnets import init_optunet, optunet_forward
 
 
@@ -160,6 +163,64 @@ def test_training_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
                 assert torch.equal(nets[part][k], whole[part][k]), (part, k)
         for k in ("reference_accuracy", "ensemble_accuracy", "reference_restarts", "ensemble_restarts"):
             assert torch.equal(nets[k], whole[k]), k
+
+
+def test_samples_stopped_between_methods_continue_to_the_uninterrupted_numbers(tmp_path):
+    """A run in pieces stops ``samples`` after the method running at the budget (the `paper`
+    stage takes about 18 min on 2 CPU cores, longer than a piece), its checkpoint written; each
+    call continues with the next method, and the rows are those of an uninterrupted run bit for
+    bit (the generator's state travels with the draws)."""
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    data = networks.load_data(cfg, ood=False)
+    nets = networks.train_networks(cfg, data, 0, progress=False)
+    whole = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
+    path, done, calls = tmp_path / "samples.pt", [], 0
+    while True:
+        calls += 1
+        try:
+            pieces = sampling.posterior_samples(cfg, data, nets, 1, progress=False, checkpoint=path, budget_s=0)
+            break
+        except BudgetExhausted as stop:
+            done.append(str(stop))
+            assert path.is_file()
+    assert calls == 5   # one method per call: Dropout, BNN, SGHMC, SWAG, then Laplace completes
+    assert "after Dropout (1 of 5 methods)" in done[0]
+    assert "after Dropout, BNN, SGHMC, SWAG (4 of 5 methods)" in done[-1]
+    assert [(r["mode"], r["method"]) for r in pieces["rows"]] == list(sampling.METHODS)
+    for a, b in zip(whole["rows"], pieces["rows"]):
+        assert a.keys() == b.keys()
+        for part in ("params", "centre"):
+            for k in a.get(part, {}):
+                assert torch.equal(a[part][k], b[part][k]), (a["mode"], a["method"], part, k)
+    assert torch.equal(whole["dropout_accuracy"], pieces["dropout_accuracy"])
+    assert torch.equal(whole["dropout_used"], pieces["dropout_used"])
+    # a checkpoint of another format is refused, not misread
+    torch.save({"format": 0}, path)
+    with pytest.raises(ValueError, match="format 0"):
+        sampling.posterior_samples(cfg, data, nets, 1, progress=False, checkpoint=path)
+
+
+def test_the_samples_stage_spends_its_checkpoint(tmp_path, monkeypatch):
+    """The stage continues the checkpoint that ``symlib.book.checkpoints`` names for it and
+    removes it once its result is whole."""
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    cfg = get_profile("02b_posterior_mmd", "smoke")
+    stage = CHAPTER.stage("samples")
+    data = networks.load_data(cfg, ood=False)
+    nets = networks.train_networks(cfg, data, 0, progress=False)
+    ctx = StageContext(CHAPTER.name, stage, stage.view(cfg, CHAPTER.name), "cpu", {"train": nets}, 0)
+    path = samples_checkpoint(ctx)
+    assert [path.name] == checkpoints.expected(CHAPTER.name, "smoke", seed=0)
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
+    with pytest.raises(BudgetExhausted):
+        stage.compute(ctx)
+    assert path.is_file()
+    monkeypatch.delenv("SYMLIB_BUDGET_S")
+    out = stage.compute(ctx)
+    assert not path.exists()
+    whole = sampling.posterior_samples(cfg, data, nets, ctx.seed, progress=False)
+    for a, b in zip(whole["rows"], out["rows"]):
+        assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"]), a["method"]
 
 
 def test_streams_are_distinct_and_the_legacy_seeds_are_the_old_ones():

@@ -2,27 +2,40 @@
 
 :func:`posterior_samples` runs MC dropout, mean-field VI ("BNN"), SGHMC, SWAG and Laplace around
 the trained modes (:mod:`symlib.inference.posteriors`), single- and multi-mode, and adds the deep
-ensemble's members.
+ensemble's members. Given a checkpoint file it can stop between two methods and continue there
+with the numbers of an uninterrupted run (the `paper` profile's methods take 25-484 s each on 2
+CPU cores, the whole about 18 min: longer than a piece of a run on the GPU machine).
 """
 
 from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from symlib.book import cache
 from symlib.chapters.posterior_mmd.networks import _loss, first_learned, sgd_config, test_accuracies
 from symlib.inference import posteriors as post
+from symlib.inference.hmc_resumable import BudgetExhausted
 from symlib.nn.convnets import init_optunet, optunet_forward
 from symlib.nn.training import SGDConfig
 
-__all__ = ["METHODS", "SAMPLE_FIELDS", "posterior_samples", "split_counts"]
+__all__ = ["METHODS", "POSTERIORS", "SAMPLE_FIELDS", "posterior_samples", "split_counts"]
 
 METHODS = (("one mode", "Dropout"), ("one mode", "BNN"), ("one mode", "SGHMC"),
            ("one mode", "SWAG"), ("one mode", "Laplace"), ("multi mode", "Dropout"),
            ("multi mode", "BNN"), ("multi mode", "SWAG"), ("multi mode", "Laplace"),
            ("multi mode", "DE"))
 """Table 1's rows, in the paper's order (there is no multi-mode SGHMC row)."""
+POSTERIORS = ("Dropout", "BNN", "SGHMC", "SWAG", "Laplace")
+"""The methods that draw samples, in the order they run (and draw from the generator); a run in
+pieces stops between two of them (:func:`posterior_samples`)."""
+CHECKPOINT_FORMAT = 1
+"""The layout of the checkpoint :func:`posterior_samples` writes between its methods."""
 SAMPLE_FIELDS = ("modes", "samples", "dropout_p", "vi_epochs", "vi_lr", "vi_mc", "vi_prior_sd",
                  "sghmc_lr", "sghmc_friction", "sghmc_burnin_epochs", "sghmc_epochs_between",
                  "swag_snapshots", "swag_epochs_between", "swag_lr", "swag_scale",
@@ -31,7 +44,8 @@ SAMPLE_FIELDS = ("modes", "samples", "dropout_p", "vi_epochs", "vi_lr", "vi_mc",
 
 
 def posterior_samples(config, data: dict, nets: dict, seed: int, *,
-                      progress: bool = True, device: torch.device | str = "cpu") -> dict:
+                      progress: bool = True, device: torch.device | str = "cpu",
+                      checkpoint: str | Path | None = None, budget_s: float | None = None) -> dict:
     """Weight samples of every row of Table 1, as ``{"rows": [{"mode", "method", "params"}]}``
     plus which networks served as modes.
 
@@ -45,16 +59,27 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
     Every method runs on ``device``, drawing from one CPU generator (as
     :func:`~symlib.chapters.posterior_mmd.networks.train_networks`);
     the samples are returned on the CPU.
+
+    With ``checkpoint`` (a file path), the run can be stopped between two methods and continued:
+    after each method but the last it writes the draws so far and the generator's state there
+    (atomically), and a call that finds the file skips the methods it holds, so that a continued
+    run gives the numbers of an uninterrupted one bit for bit. With ``budget_s`` as well, it stops
+    once that many seconds have passed, after the method then running, raising
+    :class:`~symlib.inference.hmc_resumable.BudgetExhausted` (a method itself cannot stop: in a
+    run in pieces each must fit one piece).
     """
+    began = time.monotonic()
     gen = torch.Generator().manual_seed(seed)
     x, y = data["x_train"].to(device), data["y_train"].to(device)
     n, s, bs = len(x), config.samples, config.batch_size
     start = first_learned(nets["ensemble_accuracy"], config.modes)
     modes = {k: v[start].to(device) for k, v in nets["ensemble"].items()}
     prior_precision = post.prior_precision_from_weight_decay(config.weight_decay, n)
-    drawn: dict[str, dict] = {}
-    stages = tqdm(["Dropout", "BNN", "SGHMC", "SWAG", "Laplace"], desc="methods",
-                  disable=not progress)
+    state = _resume(checkpoint, gen, device)
+    drawn: dict[str, dict] = state["drawn"]
+    dropout_acc, keep = state["dropout_accuracy"], state["dropout_used"]
+    todo = [m for m in POSTERIORS if m not in drawn]
+    stages = tqdm(todo, desc="methods", disable=not progress)
     for method in stages:
         stages.set_postfix_str(method)
         if method == "Dropout":
@@ -82,16 +107,22 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
         elif method == "SWAG":
             swag_sgd = SGDConfig(lr=config.swag_lr, epochs=1, batch_size=bs,
                                  weight_decay=config.weight_decay, momentum=config.momentum)
-            state = post.train_swag(_loss, modes, x, y, swag_sgd, gen,
-                                    n_snapshots=config.swag_snapshots,
-                                    snapshot_every=config.swag_epochs_between,
-                                    max_rank=config.swag_snapshots)
-            drawn[method] = post.swag_sample(state, s, gen, scale=config.swag_scale)
+            swag = post.train_swag(_loss, modes, x, y, swag_sgd, gen,
+                                   n_snapshots=config.swag_snapshots,
+                                   snapshot_every=config.swag_epochs_between,
+                                   max_rank=config.swag_snapshots)
+            drawn[method] = post.swag_sample(swag, s, gen, scale=config.swag_scale)
         else:
             sub = torch.randperm(n, generator=gen)[:config.laplace_points].to(device)
-            state = post.fit_laplace(optunet_forward, modes, x[sub], y[sub], prior_precision,
-                                     config.laplace_hessian, n_data=n)
-            drawn[method] = post.laplace_sample(state, s, gen)
+            laplace = post.fit_laplace(optunet_forward, modes, x[sub], y[sub], prior_precision,
+                                       config.laplace_hessian, n_data=n)
+            drawn[method] = post.laplace_sample(laplace, s, gen)
+        if checkpoint is not None and len(drawn) < len(POSTERIORS):
+            _save(checkpoint, drawn, dropout_acc, keep, gen)
+            if budget_s is not None and time.monotonic() - began >= budget_s:
+                raise BudgetExhausted(
+                    f"samples: stopped at its time budget after {', '.join(drawn)} "
+                    f"({len(drawn)} of {len(POSTERIORS)} methods); run again to continue from its checkpoint")
     per_mode = split_counts(s, config.modes)
     rows = []
     for mode, method in METHODS:
@@ -109,6 +140,33 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
             rows[-1]["centre"] = {k: v.detach().float().cpu().contiguous() for k, v in at.items()}
     return {"rows": rows, "modes_used": start, "dropout_accuracy": dropout_acc,
             "dropout_used": keep.cpu()}
+
+
+def _resume(checkpoint: str | Path | None, gen: torch.Generator, device) -> dict:
+    """What a checkpoint written by :func:`_save` holds (the draws moved onto ``device``; the
+    dropout networks' accuracies and indices on the CPU, where they are made), with ``gen`` put in
+    its state; nothing done where there is no checkpoint (or none asked for)."""
+    if checkpoint is None or not Path(checkpoint).is_file():
+        return {"drawn": {}, "dropout_accuracy": None, "dropout_used": None}
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{checkpoint}: a samples checkpoint of format {saved.get('format')!r}, "
+                         f"not {CHECKPOINT_FORMAT}; delete it to start the stage again")
+    gen.set_state(saved["generator"])
+    drawn = {m: {k: v.to(device) for k, v in d.items()} for m, d in saved["drawn"].items()}
+    return {"drawn": drawn, "dropout_accuracy": saved["dropout_accuracy"], "dropout_used": saved["dropout_used"]}
+
+
+def _save(checkpoint: str | Path, drawn: dict, dropout_acc, keep, gen: torch.Generator) -> None:
+    """Write the methods done so far and the generator's state to ``checkpoint`` (atomically)."""
+    buf = io.BytesIO()
+    torch.save({"format": CHECKPOINT_FORMAT, "generator": gen.get_state(),
+                "drawn": {m: {k: v.detach().cpu() for k, v in d.items()} for m, d in drawn.items()},
+                "dropout_accuracy": dropout_acc,
+                "dropout_used": None if keep is None else keep.detach().cpu()}, buf)
+    path = Path(checkpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cache._atomic_write(path, buf.getvalue())
 
 
 def _log_lik(params, x, y):

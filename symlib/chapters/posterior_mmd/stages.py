@@ -15,7 +15,8 @@ kernel-bank MMD, on raw weights ("MMD") and after symmetry removal ("NS").
 * ``samples`` (:func:`~symlib.chapters.posterior_mmd.sampling.posterior_samples`): every method
   of Table 1, single-mode (around the first ensemble member that learned) and multi-mode (the
   same method around the first ``modes`` of them, the ``samples`` split evenly), MC dropout
-  trained from scratch, plus the deep ensemble's members;
+  trained from scratch, plus the deep ensemble's members; in a run in pieces it stops between
+  two methods at the budget and continues from its checkpoint (:func:`samples_checkpoint`);
 * ``eval`` (:func:`~symlib.chapters.posterior_mmd.evaluation.evaluate`): Table 1 (MMD, NS,
   accuracy, ECE, Brier, AUPR, FPR95, IDMI, OODMI), App. B.4 (median, mean and maximum over
   kernels) and functional collapse (Fig. 3 / 7), with the record of its OOD set (``"ood"``:
@@ -34,7 +35,10 @@ streams is issue 27, step 5. Choices the paper leaves open are fields of
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from symlib.book.chapter import Stage, StageContext
+from symlib.book.checkpoints import stage_checkpoint
 from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd import ood as _ood
@@ -48,8 +52,9 @@ from symlib.chapters.posterior_mmd.networks import (
 )
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
 from symlib.chapters.symmetry_removal.reference import mnist_source
+from symlib.inference.hmc_resumable import remaining_budget
 
-__all__ = ["CACHE_VERSION", "STAGES", "STAGE_CODE"]
+__all__ = ["CACHE_VERSION", "STAGES", "STAGE_CODE", "samples_checkpoint"]
 
 CACHE_VERSION = "4"  # 4: the authors' restart rule; 3: training on the grouped-convolution loss
 """The version of every stage (the one version the chapter had before the contract)."""
@@ -110,11 +115,22 @@ def train(ctx: StageContext) -> dict:
         return combine_chunks(ctx.config, data, [chunks[item] for item in train_chunks(ctx.config)], ctx.device)
 
 
+def samples_checkpoint(ctx: StageContext) -> Path:
+    """Where ``samples`` checkpoints between its methods (:func:`symlib.book.checkpoints.stage_checkpoint`)."""
+    return stage_checkpoint(ctx, "methods")
+
+
 def samples(ctx: StageContext) -> dict:
-    """The weight samples of every row of Table 1."""
+    """The weight samples of every row of Table 1. In a run in pieces (``$SYMLIB_BUDGET_S``) it
+    stops after the method running when the piece's budget is spent, its checkpoint written, and
+    the next piece continues with the next method (the numbers of an uninterrupted run)."""
+    path = samples_checkpoint(ctx)
     with torch_threads(ctx.config.threads):
         data = load_data(ctx.config, ood=False)
-        return posterior_samples(ctx.config, data, ctx.inputs["train"], ctx.seed, device=ctx.device)
+        out = posterior_samples(ctx.config, data, ctx.inputs["train"], ctx.seed, device=ctx.device,
+                                checkpoint=path, budget_s=remaining_budget())
+    path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
+    return out
 
 
 def evaluation(ctx: StageContext) -> dict:
