@@ -53,7 +53,7 @@ def test_times_the_samples_stage_method_by_method_in_a_cache_of_its_own(tmp_path
     unit = _script().main(["--profile", "smoke", "--units", "2b_samples"])["units"]["2b_samples"]
     assert list(unit["methods_s"]) == list(POSTERIORS) and unit["rows"] == 10
     assert all(t > 0 for t in unit["methods_s"].values())
-    assert unit["seconds"] >= sum(unit["methods_s"].values())
+    assert unit["seconds"] >= sum(unit["methods_s"].values()) - 0.3   # each rounded to 0.1 s
     assert not (tmp_path / "cache").exists()
     assert os.environ["SYMLIB_BUDGET_S"] == "480" and os.environ["SYMLIB_CACHE"] == str(tmp_path / "cache")
 
