@@ -2,8 +2,8 @@
 
 A fit stopped inside its stage at the time budget leaves a checkpoint in
 ``<cache>/checkpoints/`` (chapter 1's VI fits, chapter 2b's approximate posteriors, chapter 5's
-HMC runs, chapter 6's gold standards), named by a digest of everything it depends on: the stage's profile fields, the run seed, the device
-type and the stage's code and data hashes. A piece continues exactly the checkpoint of its own
+HMC runs, chapter 6's gold standards), named by a digest of everything it depends on: the
+stage's profile fields, the run seed, the device type and the stage's code and data hashes. A piece continues exactly the checkpoint of its own
 name. After a change to a stage's code, the next piece starts that fit again under a new name,
 and the old checkpoint is *stranded*: no run of this code will read it again. Left alone it would
 travel with every later GPU piece (``carry/`` is loaded into each: chapter 5's is 14-24 MB of the
@@ -52,13 +52,14 @@ __all__ = ["CHECKPOINTED", "expected", "live", "main", "runs", "stage_checkpoint
 def stage_checkpoint(ctx, run: str) -> Path:
     """Where run ``run`` of the stage of ``ctx`` (a :class:`~symlib.book.chapter.StageContext`)
     checkpoints: ``<cache>/checkpoints/<chapter>-<stage>-<run>-<digest>.pt``. The digest is of
-    everything the stage's result depends on: its profile fields, its seed, the device type, its
+    everything the stage's result depends on: its profile fields, the run seed (a stage's seeds
+    and streams follow from it), the device type, its
     ``key_data`` (e.g. the data files it reads) and its code and data hashes
     (:func:`symlib.book.cache.fingerprint` of its cache experiment), so a checkpoint of other
     settings, data or code is never continued."""
     stage = ctx.stage
     ident = {"chapter": ctx.chapter, "stage": stage.name, "run": run, "fields": ctx.config.fields(),
-             "seed": ctx.seed, "device": cache.device_key(ctx.device),
+             "seed": ctx.run_seed, "device": cache.device_key(ctx.device),
              "key_data": stage.key_data(ctx.config) if stage.key_data is not None else None,
              "code": cache.fingerprint(stage.experiment_name(ctx.chapter))}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
