@@ -33,6 +33,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -84,25 +85,16 @@ def _2b_samples(profile: str, device: str) -> dict:
              "ensemble_accuracy": torch.ones(n)}  # every one "learned": the first `modes` are the modes
     stage, ctx = _stage("02b_posterior_mmd", "samples", profile, device, {"train": train})
     methods, out = {}, None
-    saved = {k: os.environ.get(k) for k in ("SYMLIB_CACHE", BUDGET_ENV, PIECE_START_ENV)}
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ.update({"SYMLIB_CACHE": tmp, BUDGET_ENV: "1e-9"})
-        os.environ.pop(PIECE_START_ENV, None)
-        try:
-            for method in POSTERIORS:
-                t = time.perf_counter()
-                try:
-                    out = stage.compute(ctx)
-                except BudgetExhausted:
-                    pass
-                methods[method] = round(time.perf_counter() - t, 1)
-                print(f"  {method}: {methods[method]} s", flush=True)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {"SYMLIB_CACHE": tmp, BUDGET_ENV: "1e-9"}):
+        os.environ.pop(PIECE_START_ENV, None)   # the whole environment is restored on leaving
+        for method in POSTERIORS:
+            t = time.perf_counter()
+            try:
+                out = stage.compute(ctx)
+            except BudgetExhausted:
+                pass
+            methods[method] = round(time.perf_counter() - t, 1)
+            print(f"  {method}: {methods[method]} s", flush=True)
     if out is None:
         raise RuntimeError("the samples stage did not complete after one call per method")
     c = ctx.config
