@@ -25,7 +25,9 @@
 # reads how far their HMC runs got from the checkpoints on the machine (results/progress/ in the
 # state), so that the book has it even for a checkpoint that cannot come back.
 # A stage that cannot stop at the budget (a training) runs to its end: HARD_S (default PIECE_S +
-# 120, for the whole piece) kills it, and the chapter then keeps only what was cached before. States
+# 120, for the whole piece) kills it (SIGTERM), and the chapter then keeps only what was cached
+# before; the piece is still logged, `failed`, with its seconds and the items cached (`keep` warns
+# when two pieces in a row lost the same unit so: symlib.book.pieces.stalled). States
 # larger together than RETURN_MIB (default 100: 7 parts come back beside the log) drop their
 # largest checkpoints, named in the log, rather than come back cut: their items start again in the
 # next piece, unless that piece runs on this same machine (a second call while it is still warm):

@@ -12,7 +12,12 @@ it again. This times those of chapters 2a and 2b, each as its stage computes it:
   full-Hessian Laplace of Table 1), method by method as a run in pieces computes it (it stops
   between two methods at the budget: each method is a unit), started from 100 freshly
   initialised OptuNets in place of the trained ensemble: its cost depends on the shapes and
-  budgets, not on the weights (MC dropout trains its own networks from scratch either way).
+  budgets, not on the weights (MC dropout trains its own networks from scratch either way);
+* ``6_fits``: chapter 6's ``fits`` stage, fit 0 of every remedy on one benchmark (``--benchmark``,
+  default the digits, the largest), each a unit (a fit keeps no checkpoint), against a stand-in
+  gold record of the profile's shapes (the gold standard with a 10-transition burn-in and one
+  leapfrog step on 200 training points: what a fit's record reads of it has the paper run's
+  sizes; the fit itself does not read it).
 
 Each runs through its stage's own ``compute``, with the context a run of the profile with run
 seed 0 gives it (the stage's seed and threads), on the data the profile resolves here (the
@@ -20,7 +25,8 @@ shipped digits unless full MNIST's IDX files are found). CPU times are an indica
 piece, not a bound: the restarts train one small network at a time, which a GPU does not speed
 up much.
 
-    python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk] [--out FILE]
+    python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk 6_fits]
+        [--benchmark digits] [--out FILE]
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from symlib.book.chapter import StageContext
 from symlib.book.pieces import host
 from symlib.chapters import declared, get_profile
 
-UNITS = ("2b_chunk", "2b_samples", "2a_chunk")
+UNITS = ("2b_chunk", "2b_samples", "2a_chunk", "6_fits")
 
 
 def _restarts(restarts: torch.Tensor) -> dict:
@@ -104,14 +110,46 @@ def _2b_samples(profile: str, device: str) -> dict:
             "methods_s": methods}
 
 
+def _6_fits(profile: str, device: str, benchmark: str = "digits") -> dict:
+    """Fit 0 of every remedy of the ``fits`` stage on ``benchmark``, each through the stage's
+    ``compute``, against a stand-in gold record (module docstring)."""
+    import dataclasses
+
+    from symlib.chapters.synthesis import load_benchmark
+    from symlib.chapters.synthesis import stages as S
+    from symlib.chapters.synthesis.gold import gold_standard
+
+    config = get_profile("06_synthesis", profile)
+    short = dataclasses.replace(config, hmc_burnin=10, hmc_leapfrog=1,
+                                sinc_n_train=min(config.sinc_n_train, 200), digits_n_train=min(config.digits_n_train, 200))
+    t = time.perf_counter()
+    b = load_benchmark(benchmark, short, device)
+    gold = S.gold_record(b, gold_standard(b, short, torch.Generator().manual_seed(0), device), short)
+    print(f"  stand-in gold record: {time.perf_counter() - t:.1f} s", flush=True)
+    stage, ctx = _stage("06_synthesis", "fits", profile, device, {"gold": {benchmark: gold}})
+    methods = {}
+    for item in stage.items(ctx.config):
+        if item[0] != benchmark or item[2] != 0:
+            continue
+        t = time.perf_counter()
+        stage.compute(ctx, item)
+        methods[item[1]] = round(time.perf_counter() - t, 1)
+        print(f"  {item[1]}: {methods[item[1]]} s", flush=True)
+    c = ctx.config
+    return {"benchmark": benchmark, "hidden": c.hidden, "epochs": c.vi_epochs, "batch": c.vi_batch, "mc": c.vi_mc,
+            "threads": c.threads, "fits_per_method": c.n_seeds, "methods_s": methods}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--profile", default="paper", help="the chapters' profile (smoke: seconds, for the tests)")
     p.add_argument("--units", nargs="+", choices=UNITS, default=list(UNITS))
     p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
+    p.add_argument("--benchmark", default="digits", choices=("sinc", "boston", "digits"), help="6_fits' benchmark")
     args = p.parse_args(argv)
-    run = {"2b_chunk": _2b_chunk, "2a_chunk": _2a_chunk, "2b_samples": _2b_samples}
+    run = {"2b_chunk": _2b_chunk, "2a_chunk": _2a_chunk, "2b_samples": _2b_samples,
+           "6_fits": lambda profile, device: _6_fits(profile, device, args.benchmark)}
     result = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "host": host(), "device": args.device, "profile": args.profile,
               "torch": torch.__version__, "python": platform.python_version(),
               "threads": torch.get_num_threads(), "jobs": os.environ.get("SYMLIB_JOBS"), "units": {}}

@@ -27,10 +27,19 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["COMMIT_ENV", "OUTCOMES", "account", "host", "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read"]
+__all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "host", "in_progress", "log_piece",
+           "minutes_phrase", "pieces_path", "read", "stalled"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered")
 """How an execution ended (module docstring)."""
+
+INTERRUPTED = "interrupted after"
+"""How the note of a piece begins whose stage did not stop at the budget itself and was interrupted
+once the grace had passed too (``pipeline``'s watchdog); what was in flight is lost."""
+
+TERMINATED = "terminated (SIGTERM)"
+"""How the note of a piece begins that was killed from outside (``benchmarks/gpu_piece.sh``'s
+``timeout`` at ``HARD_S``); what was in flight is lost."""
 
 
 def pieces_path(chapter: str, directory: Path | None = None) -> Path:
@@ -183,6 +192,30 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
     run, summary = _summary(mine[ends[-1] + 1:] if ends else mine)
     return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}
+
+
+def stalled(entries: list[dict], profile: str) -> str | None:
+    """A warning when ``profile``'s run in progress is stalled, else None: its last two pieces were
+    both stopped inside a unit that keeps no checkpoint (their notes begin with :data:`INTERRUPTED`
+    or :data:`TERMINATED`) with the same items cached at the end of each (the note's part after
+    its first ``"; "``, ``pipeline.items_done``'s count). Nothing was kept in between, so a third
+    piece of the same length starts the same unit again and loses it again, unless the unit was
+    started late in one of them (the notes give each piece's budget)."""
+    run = in_progress(entries, profile)
+    if run is None or run["pieces"] < 2:
+        return None
+    mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"
+            and e.get("code_hash") in (None, run["code_hash"])][-2:]
+    notes = [str(e.get("note") or "") for e in mine]
+    if not all(n.startswith((INTERRUPTED, TERMINATED)) and "; " in n for n in notes):
+        return None
+    cached = [n.split("; ", 1)[1] for n in notes]
+    if cached[0] != cached[1]:
+        return None
+    return (f"the last two pieces were both stopped inside a unit that keeps no checkpoint, with the same items "
+            f"cached ({cached[1]}): a piece of this length loses that unit again unless it starts it earlier. "
+            f"The two pieces: {notes[0].split('; ', 1)[0]}; {notes[1].split('; ', 1)[0]}. "
+            "Give the next piece more time (PIECE_S, HARD_S) or run the unit where it fits")
 
 
 def minutes_phrase(minutes: float, devices) -> str:

@@ -70,6 +70,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from symlib.book import pieces
 from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
 
 ROOT = project_root_or_cwd()
@@ -368,7 +369,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
             if err.ename == BUDGET_ERROR or interrupted.is_set():
                 # a piece of a long run: its stages kept their checkpoints and finished items
                 why = err.evalue if err.ename == BUDGET_ERROR else (
-                    f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
+                    f"{pieces.INTERRUPTED} {budget:g} s + {BUDGET_GRACE_S:g} s, the cell raising {err.ename}; "
                     + _items_done_of(name, profile, seed, device))
                 _log_piece(name, profile, seed, device, start, started, "budget", why)
                 raise SystemExit(f"{name}: {PIECE_STOPPED} ({why}); run the same command again "
@@ -455,6 +456,11 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 BUDGET_EXIT = 75
 """Exit status of an ``execute`` in which every chapter either finished or stopped at its budget,
 and at least one stopped (``EX_TEMPFAIL``: run the same command again)."""
+
+TERMINATED = 128 + signal.SIGTERM
+"""``compute``'s exit status when SIGTERM ended it (a ``timeout`` around a piece): the piece is
+logged as ``failed``, its note starting with :data:`symlib.book.pieces.TERMINATED` and saying
+which items were cached (:func:`items_done`)."""
 
 
 def _device_name(device: str) -> str:
@@ -728,19 +734,29 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         run = chapter.start(profile=profile, seed=seed, device=device)
         print(f"[symlib] computing {name} (profile={profile}, seed={seed}, device={run.device}) ...", flush=True)
         try:
-            with _main_thread_watchdog(budget) as fired:
+            with _sigterm_exits(), _main_thread_watchdog(budget) as fired:
                 chapter.compute(run)
             why = None
         except budget_exhausted as err:
             why = str(err)
         except BaseException as err:
             if not fired.is_set():
-                _log_piece(name, profile, seed, device, start, started, "failed", skipped)
+                if isinstance(err, SystemExit) and err.code == TERMINATED:
+                    # killed from outside (gpu_piece.sh's `timeout` at HARD_S): the piece is
+                    # logged all the same, its device time counted and how far it got said
+                    _stop_children()
+                    killed = (f"{pieces.TERMINATED} after {time.perf_counter() - start:.0f} s; "
+                              + items_done(chapter, run.config, seed=seed, device=run.device))
+                    _log_piece(name, profile, seed, device, start, started, "failed",
+                               "; ".join(filter(None, (killed, skipped))))
+                    print(f"[symlib] {name}: {killed}", flush=True)
+                else:
+                    _log_piece(name, profile, seed, device, start, started, "failed", skipped)
                 raise
             # once the watchdog has fired, whatever the stage then raised is the interruption (an
             # interrupted Stan fit surfaces in PyStan as another error than KeyboardInterrupt)
             _stop_children()
-            why = (f"interrupted after {budget:g} s + {BUDGET_GRACE_S:g} s, raising {type(err).__name__}; "
+            why = (f"{pieces.INTERRUPTED} {budget:g} s + {BUDGET_GRACE_S:g} s, raising {type(err).__name__}; "
                    + items_done(chapter, run.config, seed=seed, device=run.device))
         if why is not None:
             _log_piece(name, profile, seed, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))

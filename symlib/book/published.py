@@ -19,6 +19,7 @@ import argparse
 import base64
 import json
 import shutil
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -549,6 +550,9 @@ def main(argv=None) -> None:
         except (FileNotFoundError, ValueError) as err:
             raise SystemExit(f"{args.chapter}: {err}") from None
         print(f"[symlib] {args.chapter}: {progress_summary(args.chapter, args.tier) or 'complete'} -> {out}")
+        warning = pieces.stalled(json.loads(out.read_text()), args.tier)
+        if warning:
+            print(f"[symlib] WARNING {args.chapter}: {warning}", file=sys.stderr, flush=True)
         return
     chapters = args.chapters or sorted(
         p.stem for p in results_dir().glob("*.json")

@@ -61,3 +61,17 @@ def test_times_the_samples_stage_method_by_method_in_a_cache_of_its_own(tmp_path
 def test_an_unknown_unit_is_refused():
     with pytest.raises(SystemExit):
         _script().main(["--units", "3_chunk"])
+
+
+def test_times_every_remedy_fit_of_chapter_6_on_one_benchmark():
+    """``6_fits``: fit 0 of every remedy of chapter 6's ``fits`` stage on the benchmark asked for
+    (each a unit that keeps no checkpoint), through the stage's compute, at the profile's budgets."""
+    from symlib.chapters import get_profile
+    from symlib.chapters.synthesis.remedies import COMPACT, methods
+
+    unit = _script().main(["--profile", "smoke", "--units", "6_fits", "--benchmark", "boston"])["units"]["6_fits"]
+    assert list(unit["methods_s"]) == [m for m in methods("boston") if m not in COMPACT]
+    assert all(t >= 0 for t in unit["methods_s"].values())
+    assert unit["seconds"] >= sum(unit["methods_s"].values()) - 0.5
+    config = get_profile("06_synthesis", "smoke")
+    assert (unit["benchmark"], unit["epochs"], unit["fits_per_method"]) == ("boston", config.vi_epochs, config.n_seeds)

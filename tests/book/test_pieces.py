@@ -126,3 +126,30 @@ def test_each_piece_records_its_host_and_the_account_lists_every_host_of_the_run
     monkeypatch.setattr(pieces, "host", lambda: "machine C")
     log = _log(tmp_path / "other", ("paper", 600, "budget"))
     assert pieces.in_progress(log, "paper")["hosts"] == ["machine C"]
+
+
+def test_a_run_is_stalled_when_two_pieces_lose_the_same_unit_in_flight(tmp_path):
+    """Two pieces in a row stopped inside a unit that keeps no checkpoint (the watchdog's
+    interruption, or ``timeout``'s SIGTERM), with the same items cached after each: nothing was
+    kept in between, and the warning says so with both pieces' budgets. A stage that stopped at
+    the budget itself (its checkpoint kept), items cached in between, another code hash, a single
+    piece or a completed run: no warning."""
+    def log(outcome, note, code="h", profile="paper"):
+        pieces.log_piece("02a_symmetry_removal", profile=profile, device="cuda (H100)", seconds=540,
+                         outcome=outcome, directory=tmp_path, code_hash=code, note=note)
+        return pieces.read("02a_symmetry_removal", tmp_path)
+
+    lost = f"{pieces.INTERRUPTED} 470 s + 60 s, raising KeyboardInterrupt; optunet_chunks: 4 of 100 items cached"
+    killed = f"{pieces.TERMINATED} after 538 s; optunet_chunks: 4 of 100 items cached"
+    assert pieces.stalled([], "paper") is None
+    assert pieces.stalled(log("budget", lost), "paper") is None                  # one piece
+    warning = pieces.stalled(log("failed", killed), "paper")
+    assert "same items cached (optunet_chunks: 4 of 100 items cached)" in warning
+    assert f"{pieces.INTERRUPTED} 470 s + 60 s, raising KeyboardInterrupt; {pieces.TERMINATED} after 538 s" in warning
+    assert pieces.stalled(log("complete", None, profile="full"), "paper") == warning   # another profile
+    assert pieces.stalled(log("budget", lost.replace("4 of", "5 of")), "paper") is None   # one more cached
+    assert pieces.stalled(log("budget", lost.replace("4 of", "5 of")), "paper") is not None
+    assert pieces.stalled(log("budget", "chapter 5's HMC: 1335 of 10600 transitions done"), "paper") is None
+    assert pieces.stalled(log("budget", lost, code="new"), "paper") is None       # the old code's pieces are abandoned
+    assert pieces.stalled(log("budget", lost, code="new"), "paper") is not None
+    assert pieces.stalled(log("complete", None, code="new"), "paper") is None     # done

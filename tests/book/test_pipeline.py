@@ -841,3 +841,41 @@ def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
         pipeline.without_stages(CH5, ("ensemble",))
     with pytest.raises(ValueError, match="no stage 'nope' to skip"):
         pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "nope", "05_rebasin_hmc"])
+
+
+def test_compute_killed_from_outside_logs_its_piece_with_the_items_cached(sandbox, monkeypatch):
+    """SIGTERM (gpu_piece.sh's ``timeout`` at ``HARD_S``, before the watchdog fires) ends
+    ``compute`` with status 143, and the piece is still logged: ``failed``, its seconds counted,
+    its note saying it was terminated and which items were cached; the caller's SIGTERM handler
+    is back afterwards."""
+    import threading
+    from dataclasses import dataclass
+
+    from symlib.book import pieces, provenance
+    from symlib.book.chapter import Chapter, Stage
+
+    @dataclass(frozen=True)
+    class P:
+        n: int = 8
+
+    chapter = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [],
+                      stages=(Stage("work", _slow_item, fields=("n",), items=lambda c: list(range(c.n))),))
+    monkeypatch.setattr(provenance, "declared", lambda name: chapter if name == "98_test" else None)
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "600")    # item 3 sleeps; the watchdog would fire at 600 s
+    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    before = signal.getsignal(signal.SIGTERM)
+    _CALLS.clear()
+    kill = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
+    kill.start()
+    try:
+        with pytest.raises(SystemExit) as err:
+            pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "98_test"])
+    finally:
+        kill.cancel()
+    assert err.value.code == pipeline.TERMINATED == 143
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert _CALLS == [0, 1, 2, 3]
+    (piece,) = pieces.read("98_test")
+    assert piece["outcome"] == "failed" and 2 < piece["seconds"] < 60
+    assert piece["note"].startswith(f"{pieces.TERMINATED} after ")
+    assert piece["note"].endswith("; work: 3 of 8 items cached")

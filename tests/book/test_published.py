@@ -297,7 +297,7 @@ def test_a_rerender_finds_its_pieces_when_some_stages_cache_nothing(tmp_path):
         pub._computed(other, None, path)
 
 
-def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch):
+def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch, capsys):
     from symlib.book import pieces
 
     monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
@@ -333,9 +333,18 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     older = pub.progress_summary("05_rebasin_hmc")
     assert older.startswith("in progress: 1 piece, 1 minute of device compute") and older.endswith(
         "from an older version of the code: its checkpoints are not continued, the next piece starts the run again")
+    # `published progress` (what gpu_piece.sh keep runs) warns when two pieces lost the same unit
+    lost = f"{pieces.INTERRUPTED} 420 s + 60 s, raising KeyboardInterrupt; bayes: 0 of 4 items cached"
+    for _ in range(2):
+        pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=480, outcome="budget",
+                         directory=results, code_hash="older", note=lost)
+    pub.main(["progress", "05_rebasin_hmc", str(src)])
+    err = capsys.readouterr().err
+    assert err.startswith("[symlib] WARNING 05_rebasin_hmc: the last two pieces were both stopped inside a unit")
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="h")
-    pub.record_progress("05_rebasin_hmc", src)
+    pub.main(["progress", "05_rebasin_hmc", str(src)])
+    assert capsys.readouterr().err == ""
     assert pub.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
     assert pub.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
 
