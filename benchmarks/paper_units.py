@@ -17,7 +17,14 @@ it again. This times those of chapters 2a and 2b, each as its stage computes it:
   default the digits, the largest), each a unit (a fit keeps no checkpoint), against a stand-in
   gold record of the profile's shapes (the gold standard with a 10-transition burn-in and one
   leapfrog step on 200 training points: what a fit's record reads of it has the paper run's
-  sizes; the fit itself does not read it).
+  sizes; the fit itself does not read it);
+* ``6_gold_costs``: no unit (the gold standard keeps a checkpoint) but what one costs per step at
+  the profile's shapes, for each benchmark: one gradient of the potential for all chains (its
+  count in the whole run given beside it) and the record's bookkeeping per kept transition
+  (:class:`~symlib.chapters.synthesis.gold.GoldRecord`, partly on the CPU whatever the device),
+  each the median of ``--repeats`` calls after one warm-up, from the chains' initialisation. The
+  gradient is timed eagerly: on a GPU the run replays each trajectory as one CUDA graph
+  (``symlib.inference.capture``), faster for networks this small.
 
 Each runs through its stage's own ``compute``, with the context a run of the profile with run
 seed 0 gives it (the stage's seed and threads), on the data the profile resolves here (the
@@ -25,8 +32,8 @@ shipped digits unless full MNIST's IDX files are found). CPU times are an indica
 piece, not a bound: the restarts train one small network at a time, which a GPU does not speed
 up much.
 
-    python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk 6_fits]
-        [--benchmark digits] [--out FILE]
+    python benchmarks/paper_units.py [--device cpu] [--profile paper] [--units 2b_chunk 2b_samples 2a_chunk 6_fits 6_gold_costs]
+        [--benchmark digits] [--repeats 20] [--out FILE]
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from symlib.book.chapter import StageContext
 from symlib.book.pieces import host
 from symlib.chapters import declared, get_profile
 
-UNITS = ("2b_chunk", "2b_samples", "2a_chunk", "6_fits")
+UNITS = ("2b_chunk", "2b_samples", "2a_chunk", "6_fits", "6_gold_costs")
 
 
 def _restarts(restarts: torch.Tensor) -> dict:
@@ -140,6 +147,49 @@ def _6_fits(profile: str, device: str, benchmark: str = "digits") -> dict:
             "threads": c.threads, "fits_per_method": c.n_seeds, "methods_s": methods}
 
 
+def _6_gold_costs(profile: str, device: str, repeats: int) -> dict:
+    """Per benchmark: one gradient of the gold standard's potential (all chains) and one kept
+    transition's bookkeeping, each the median of ``repeats`` timed calls (module docstring)."""
+    import statistics
+
+    from symlib.chapters.synthesis import load_benchmark
+    from symlib.chapters.synthesis.benchmarks import potential
+    from symlib.chapters.synthesis.gold import GoldRecord
+    from symlib.nn.mlp import init_mlp
+
+    def median_s(call, *args, n: int = repeats) -> float:
+        call(*args)
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            call(*args)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    config = get_profile("06_synthesis", profile)
+    out = {}
+    for name in config.benchmarks:
+        b = load_benchmark(name, config, device)
+        g = torch.Generator().manual_seed(0)
+        chains = [init_mlp(b.spec, g) for _ in range(config.hmc_chains)]
+        w = {k: torch.stack([c[k] for c in chains]).to(device).requires_grad_(True) for k in chains[0]}
+        u = potential(b, b.x, b.y)
+        grad_s = median_s(lambda u, w: torch.autograd.grad(u(w).sum(), list(w.values())), u, w)
+        # room for hmc_samples kept transitions: the warm-up and at most hmc_samples - 1 timed
+        keep_s = median_s(GoldRecord(b, config).update, {k: v.detach() for k, v in w.items()},
+                          n=min(repeats, config.hmc_samples - 1))
+        transitions = config.hmc_burnin + config.hmc_samples * config.hmc_thin
+        gradients = transitions * config.hmc_leapfrog
+        out[name] = {"widths": list(b.spec.widths), "n_train": len(b.x), "chains": config.hmc_chains,
+                     "gradient_ms": round(grad_s * 1e3, 3), "gradients": gradients,
+                     "keep_ms": round(keep_s * 1e3, 2), "kept": config.hmc_samples,
+                     "gradients_s": round(grad_s * gradients, 1), "keeping_s": round(keep_s * config.hmc_samples, 1)}
+        print(f"  {name}: {out[name]}", flush=True)
+    return {"repeats": repeats, "benchmarks": out}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
@@ -147,9 +197,11 @@ def main(argv=None) -> dict:
     p.add_argument("--units", nargs="+", choices=UNITS, default=list(UNITS))
     p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
     p.add_argument("--benchmark", default="digits", choices=("sinc", "boston", "digits"), help="6_fits' benchmark")
+    p.add_argument("--repeats", type=int, default=20, help="6_gold_costs' timed calls of each")
     args = p.parse_args(argv)
     run = {"2b_chunk": _2b_chunk, "2a_chunk": _2a_chunk, "2b_samples": _2b_samples,
-           "6_fits": lambda profile, device: _6_fits(profile, device, args.benchmark)}
+           "6_fits": lambda profile, device: _6_fits(profile, device, args.benchmark),
+           "6_gold_costs": lambda profile, device: _6_gold_costs(profile, device, args.repeats)}
     result = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "host": host(), "device": args.device, "profile": args.profile,
               "torch": torch.__version__, "python": platform.python_version(),
               "threads": torch.get_num_threads(), "jobs": os.environ.get("SYMLIB_JOBS"), "units": {}}

@@ -75,3 +75,18 @@ def test_times_every_remedy_fit_of_chapter_6_on_one_benchmark():
     assert unit["seconds"] >= sum(unit["methods_s"].values()) - 0.5
     config = get_profile("06_synthesis", "smoke")
     assert (unit["benchmark"], unit["epochs"], unit["fits_per_method"]) == ("boston", config.vi_epochs, config.n_seeds)
+
+
+def test_costs_the_gold_standards_gradient_and_bookkeeping_per_benchmark():
+    """``6_gold_costs``: per benchmark, one gradient for all chains and one kept transition's
+    bookkeeping at the profile's shapes, with the run's counts of each and their products."""
+    from symlib.chapters import get_profile
+
+    config = get_profile("06_synthesis", "smoke")
+    unit = _script().main(["--profile", "smoke", "--units", "6_gold_costs", "--repeats", "3"])["units"]["6_gold_costs"]
+    assert list(unit["benchmarks"]) == list(config.benchmarks) and unit["repeats"] == 3
+    for cost in unit["benchmarks"].values():
+        assert cost["chains"] == config.hmc_chains and cost["kept"] == config.hmc_samples
+        assert cost["gradients"] == (config.hmc_burnin + config.hmc_samples * config.hmc_thin) * config.hmc_leapfrog
+        assert cost["gradient_ms"] > 0 and cost["keep_ms"] > 0
+        assert cost["gradients_s"] == pytest.approx(cost["gradient_ms"] * cost["gradients"] / 1e3, abs=0.06)
