@@ -60,6 +60,11 @@ extra=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
 list=$(printf '"%s", ' "${carry[@]}" | sed 's/, $//')
 echo "carry: [$list] (+ \".paper-carry\" only where keep left a file out of carry/)"
 echo "travels: tree $((tree >> 20)) MiB + carried $((extra >> 20)) MiB of the 64 MiB"
+if [ $(( (tree + extra) >> 20 )) -gt 52 ]; then   # gpu_piece.sh warns at the same 52 MiB for a state
+  echo "WARNING: $(( (tree + extra) >> 20 )) MiB before any carried state (.paper-carry), near the 64 MiB that can" \
+       "travel: run these chapters in separate calls, each prepared alone (chapter 2a's wheels and chapter 2b's" \
+       "Fashion-MNIST together are about 55 MiB)" >&2
+fi
 # the device tool's call for one piece of these chapters, in this order (gpu_piece.sh), ready to use
 # (PIECE_S + HARD_S's 60 s of margin + install and packing stay inside the tool's 600 s a call)
 echo "run(command='CHAPTER=\"$*\" PIECE_S=480 HARD_S=540 SYMLIB_COMMIT=$(git rev-parse --verify -q HEAD || echo HEAD)" \

@@ -105,3 +105,17 @@ def test_a_wheel_without_a_pin_is_an_error(repo):
                                      if not line.lower().startswith("mlxtend==")) + "\n")
     done = _prepare(repo, "01_ortho_skip")
     assert done.returncode != 0 and "no pin for mlxtend in constraints.txt" in done.stderr
+
+
+def test_warns_when_what_travels_nears_the_64_mib_before_any_state(repo):
+    """Tree and carried folders together past 52 MiB (the margin gpu_piece.sh keeps for a state):
+    a warning on stderr; the call is still printed. Under it: no warning."""
+    quiet = _prepare(repo, "05_rebasin_hmc")
+    assert quiet.returncode == 0 and "WARNING" not in quiet.stderr
+    with open(repo / "big.bin", "wb") as f:   # a sparse 53 MiB tracked file: du -b counts its size
+        f.truncate(53 << 20)
+    subprocess.run(["git", "add", "big.bin"], cwd=repo, check=True)
+    loud = _prepare(repo, "05_rebasin_hmc")
+    assert loud.returncode == 0 and "travels: tree 53 MiB" in loud.stdout
+    assert "WARNING: 53 MiB before any carried state" in loud.stderr
+    assert any(line.startswith("run(") for line in loud.stdout.splitlines())
