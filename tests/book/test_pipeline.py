@@ -754,16 +754,12 @@ def _slow_item(ctx, item):
     return item * 10
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finished(sandbox, monkeypatch, capsys, jobs):
-    """A fan-out stage that does not stop at the budget itself (chapter 4's Stan fits) is
-    interrupted ``BUDGET_GRACE_S`` after ``$SYMLIB_BUDGET_S`` as ``execute``'s kernel is, in the
-    notebook's process (one job) or with joblib's workers killed (two): exit 75 well before the
-    item in flight would end, a ``budget`` piece whose note counts the items cached, and the next
-    run computes only the rest."""
+def _slow_chapter(monkeypatch):
+    """The made-up chapter ``98_test`` (one fan-out stage of :func:`_slow_item` over ``n`` items),
+    declared to the pipeline for this test; returns it and its profile's class."""
     from dataclasses import dataclass
 
-    from symlib.book import pieces, provenance
+    from symlib.book import provenance
     from symlib.book.chapter import Chapter, Stage
 
     @dataclass(frozen=True)
@@ -773,6 +769,20 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     chapter = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [],
                       stages=(Stage("work", _slow_item, fields=("n",), items=lambda c: list(range(c.n))),))
     monkeypatch.setattr(provenance, "declared", lambda name: chapter if name == "98_test" else None)
+    return chapter, P
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finished(sandbox, monkeypatch, capsys, jobs):
+    """A fan-out stage that does not stop at the budget itself (chapter 4's Stan fits) is
+    interrupted ``BUDGET_GRACE_S`` after ``$SYMLIB_BUDGET_S`` as ``execute``'s kernel is, in the
+    notebook's process (one job) or with joblib's workers killed (two): exit 75 well before the
+    item in flight would end, a ``budget`` piece whose note counts the items cached, and the next
+    run computes only the rest."""
+    from symlib.book import pieces
+    from symlib.book.chapter import Chapter, Stage
+
+    chapter, P = _slow_chapter(monkeypatch)
     monkeypatch.setenv("SYMLIB_BUDGET_S", "15")
     monkeypatch.setenv("SYMLIB_JOBS", jobs)
     monkeypatch.setattr(pipeline, "BUDGET_GRACE_S", 0.0)
@@ -849,18 +859,10 @@ def test_compute_killed_from_outside_logs_its_piece_with_the_items_cached(sandbo
     its note saying it was terminated and which items were cached; the caller's SIGTERM handler
     is back afterwards."""
     import threading
-    from dataclasses import dataclass
 
-    from symlib.book import pieces, provenance
-    from symlib.book.chapter import Chapter, Stage
+    from symlib.book import pieces
 
-    @dataclass(frozen=True)
-    class P:
-        n: int = 8
-
-    chapter = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [],
-                      stages=(Stage("work", _slow_item, fields=("n",), items=lambda c: list(range(c.n))),))
-    monkeypatch.setattr(provenance, "declared", lambda name: chapter if name == "98_test" else None)
+    _slow_chapter(monkeypatch)
     monkeypatch.setenv("SYMLIB_BUDGET_S", "600")    # item 3 sleeps; the watchdog would fire at 600 s
     monkeypatch.setenv("SYMLIB_JOBS", "1")
     before = signal.getsignal(signal.SIGTERM)
