@@ -186,12 +186,21 @@ def in_progress(entries: list[dict], profile: str) -> dict | None:
         ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last", "commit", "code_hash", "note",
         "abandoned"}``: ``note`` is how far the latest piece got (its stage's message).
     """
+    since = _since_complete(entries, profile)
+    if since is None:
+        return None
+    run, summary = _summary(since)
+    return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}
+
+
+def _since_complete(entries: list[dict], profile: str) -> list[dict] | None:
+    """``profile``'s pieces since its last complete one (re-renders left out), or None when its
+    last piece completed the chapter or there is none."""
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
     if not mine or mine[-1].get("outcome") == "complete":
         return None
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
-    run, summary = _summary(mine[ends[-1] + 1:] if ends else mine)
-    return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}
+    return mine[ends[-1] + 1:] if ends else mine
 
 
 def stalled(entries: list[dict], profile: str) -> str | None:
@@ -201,12 +210,11 @@ def stalled(entries: list[dict], profile: str) -> str | None:
     its first ``"; "``, ``pipeline.items_done``'s count). Nothing was kept in between, so a third
     piece of the same length starts the same unit again and loses it again, unless the unit was
     started late in one of them (the notes give each piece's budget)."""
-    run = in_progress(entries, profile)
-    if run is None or run["pieces"] < 2:
+    since = _since_complete(entries, profile)
+    run = [] if since is None else _summary(since)[0]   # of the latest code, as in_progress counts them
+    if len(run) < 2:
         return None
-    mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"
-            and e.get("code_hash") in (None, run["code_hash"])][-2:]
-    notes = [str(e.get("note") or "") for e in mine]
+    notes = [str(e.get("note") or "") for e in run[-2:]]
     if not all(n.startswith((INTERRUPTED, TERMINATED)) and "; " in n for n in notes):
         return None
     cached = [n.split("; ", 1)[1] for n in notes]
