@@ -157,6 +157,9 @@ def _6_gold_costs(profile: str, device: str, repeats: int) -> dict:
     from symlib.chapters.synthesis.gold import GoldRecord
     from symlib.nn.mlp import init_mlp
 
+    # not harness.alternate: its gc.collect() before each timed call cools the caches, which doubles
+    # a sub-millisecond gradient (sinc: 1.5 against 0.7 ms on one core), where the run's steps follow
+    # one another with no collection between them
     def median_s(call, *args, n: int = repeats) -> float:
         call(*args)
         times = []
