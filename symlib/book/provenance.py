@@ -48,6 +48,7 @@ __all__ = [
     "declared_stage_code",
     "git_commit",
     "import_closure",
+    "notebook_code",
     "package_of_chapter",
     "profile_hash",
     "provenance",
@@ -85,7 +86,7 @@ RENDERING_ONLY = frozenset(
 verdict of a run: a change to them does not make a published run stale."""
 
 
-HASH_SCHEME = 3
+HASH_SCHEME = 4
 """How the code hashes are computed; results files record it (``provenance.hash_scheme``).
 
 1 (records without the field): the whole library outside ``chapters/`` (less
@@ -102,7 +103,13 @@ imported ``mfvi`` alone was made stale by a change to ``hmc``.
 far as a chapter asks for them (:func:`import_closure_precise`): ``from symlib.inference import
 mfvi`` counts ``inference/__init__.py`` and ``mfvi.py``; ``from symlib.nn import MLPSpec`` counts
 ``nn/__init__.py`` and the module it re-exports ``MLPSpec`` from. A plain ``import symlib.nn``
-still counts every module the ``__init__`` imports (attribute access cannot be traced)."""
+still counts every module the ``__init__`` imports (attribute access cannot be traced).
+4: as 3, except that the notebook counts by its code (:func:`notebook_code`: its front matter and
+code cells, with their options), not its prose: an edit of a chapter's text leaves its published
+runs current, where it had made a finished `paper` run stale for good (its cache is deleted once
+published, so it cannot be rendered again). The record holds only what the code cells made. Stage
+code hashes have no notebook, so they are scheme 3's: every cache entry and checkpoint stays
+current."""
 
 
 def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None, *, scheme: int = HASH_SCHEME) -> str:
@@ -272,12 +279,42 @@ def _imported_names(path: Path, root: Path) -> set[str]:
     return out
 
 
-def _notebook_imports(notebook: Path) -> set[str]:
+_FENCE = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
+
+
+def notebook_code(notebook: Path) -> str:
+    """What of a MyST notebook can change what its run records: the YAML front matter (kernel)
+    and every ``{code-cell}`` block, fences and cell options included, in order; no prose.
+    A notebook in another format counts whole."""
+    text = notebook.read_text(errors="replace")
+    if notebook.suffix != ".md":
+        return text
+    lines = text.splitlines(keepends=True)
+    kept, i = [], 0
+    if lines and lines[0].rstrip() == "---":  # front matter, up to its closing line
+        end = next((j for j in range(1, len(lines)) if lines[j].rstrip() == "---"), len(lines) - 1)
+        kept, i = lines[: end + 1], end + 1
+    while i < len(lines):
+        fence = _FENCE.match(lines[i])
+        if fence is None:
+            i += 1
+            continue
+        char, width = fence[1][0], len(fence[1])
+        j = i + 1  # the closing fence: the same character, at least as many, nothing else
+        while j < len(lines) and not re.fullmatch(rf"{re.escape(char)}{{{width},}}\s*", lines[j]):
+            j += 1
+        kept += lines[i: j + 1]
+        i = j + 1
+    return "".join(kept)
+
+
+def _notebook_imports(notebook: Path, scheme: int = HASH_SCHEME) -> set[str]:
     """The ``symlib`` modules a MyST notebook's code imports (a line-based scan: cells may hold
-    IPython syntax that is not Python)."""
+    IPython syntax that is not Python); before scheme 4, its prose's too."""
     out = set()
+    text = notebook_code(notebook) if scheme >= 4 else notebook.read_text(errors="replace")
     for m in re.finditer(r"^\s*(?:from\s+(symlib[\w.]*)\s+import\s+\(?([\w, ]+)|import\s+(symlib[\w.]*))",
-                         notebook.read_text(errors="replace"), flags=re.MULTILINE):
+                         text, flags=re.MULTILINE):
         if m[3]:
             out.add(m[3])
         else:
@@ -491,14 +528,16 @@ def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int
              for p in ([d.resolve()] if d.is_file() else d.resolve().rglob("*"))
              if p.is_file() and p.suffix in (".py", ".stan", ".json")]
     start += [p for p in (SYMLIB / "book").glob("*.py")]
-    names = _notebook_imports(notebook) if notebook is not None and notebook.is_file() else set()
+    names = _notebook_imports(notebook, scheme) if notebook is not None and notebook.is_file() else set()
     closure = import_closure(start, names) if scheme == 2 else import_closure_precise(start, names)
     files = sorted(p for p in closure if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
+    # scheme 4 reads the notebook differently and nothing else: without a notebook (every stage
+    # code hash) it hashes as 3 does, so cache entries and checkpoints of scheme 3 stay current
     digest = hashlib.sha256(b"scheme 2\0" if scheme == 2 else b"scheme 3\0")
     for path in files:
         digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + path.read_bytes() + b"\0")
     if notebook is not None and notebook.is_file():
-        digest.update(b"notebook\0" + notebook.read_bytes())
+        digest.update(b"notebook\0" + (notebook_code(notebook).encode() if scheme >= 4 else notebook.read_bytes()))
     return digest.hexdigest()[:16]
 
 

@@ -11,6 +11,7 @@ changed since (:func:`staleness`) and never fails on that.
 
     python -m symlib.book.published publish [--tier full|paper] [CHAPTER ...]   # after such runs
     python -m symlib.book.published lost CHAPTER --why "..."   # a run in progress lost its state
+    python -m symlib.book.published rehash [CHAPTER ...]   # current records, under a new hash scheme
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from symlib.book.provenance import (
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "lost_path", "pieces_minutes", "progress_path",
-           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "staleness",
+           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "staleness",
            "tier_summary", "verdicts_by_tier", "write_chains"]
 
 TIER = "full"
@@ -94,11 +95,44 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     figures = dest / chapter
     shutil.rmtree(figures, ignore_errors=True)
     record["figures"], record["figure_names"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
-    out = dest / f"{chapter}.json"
+    return _write(dest / f"{chapter}.json", record)
+
+
+def _write(out: Path, record: dict) -> Path:
+    """Write a published record whole or not at all (a temporary file, then a rename)."""
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
     tmp.replace(out)
     return out
+
+
+def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tuple[str, str, str]]:
+    """Re-express the published records of ``chapters`` (default all) in ``tiers`` (default both)
+    under this version's :data:`HASH_SCHEME`, in place, where :func:`rehashed` may (the record is
+    current under the scheme it was written with). Nothing is computed or rendered: a finished
+    `paper` run, whose cache is gone, keeps its numbers and gains the new scheme's hashes.
+
+    Returns:
+        ``(chapter, tier, what happened)`` for every record found.
+    """
+    done = []
+    for tier in tiers or TIERS:
+        folder = Path(dest_root) / tier if dest_root is not None else published_dir(tier)
+        for path in sorted(folder.glob("*.json")):
+            if chapters and path.stem not in chapters:
+                continue
+            record = json.loads(path.read_text())
+            old = (record.get("provenance") or {}).get("hash_scheme", 1)
+            new = rehashed(record)
+            if new is not record:
+                _write(path, new)
+                done.append((path.stem, tier, f"rehashed: scheme {old} -> {HASH_SCHEME}"))
+            elif old >= HASH_SCHEME:
+                done.append((path.stem, tier, f"already scheme {old}"))
+            else:
+                done.append((path.stem, tier, (f"left at scheme {old}: not current, so not rehashed "
+                                              "(re-run or re-render it and publish)")))
+    return done
 
 
 def records(chapter: str, tiers=None) -> dict[str, dict]:
@@ -536,7 +570,15 @@ def main(argv=None) -> None:
     gone.add_argument("chapter")
     gone.add_argument("--why", required=True, help="what took the state (it is shown in the book)")
     gone.add_argument("--tier", default="paper", choices=TIERS)
+    again = sub.add_parser("rehash", help="re-express current published records under this version's "
+                                          "hash scheme, in place (nothing is computed)")
+    again.add_argument("chapters", nargs="*", help="default: every published chapter")
+    again.add_argument("--tier", choices=TIERS, help="default: both tiers")
     args = parser.parse_args(argv)
+    if args.command == "rehash":
+        for chapter, tier, what in rehash(args.chapters, [args.tier] if args.tier else None):
+            print(f"[symlib] {tier}/{chapter}: {what}")
+        return
     if args.command == "lost":
         try:
             out = record_lost(args.chapter, args.why, tier=args.tier)

@@ -323,7 +323,9 @@ def test_records_are_compared_under_the_hash_scheme_they_were_written_with():
     assert published.staleness(record(None), config, notebook) == []  # an old record: the whole-library hash
     assert published.staleness(record(2), config, notebook) == []
     assert published.staleness(record(3), config, notebook) == []
+    assert published.staleness(record(4), config, notebook) == []
     assert record(3)["provenance"]["code_hash"] != record(2)["provenance"]["code_hash"]
+    assert record(4)["provenance"]["code_hash"] != record(3)["provenance"]["code_hash"]
     mixed = record(2)
     mixed["provenance"].pop("hash_scheme")  # a scheme-2 hash read as scheme 1 does not match
     assert published.staleness(mixed, config, notebook) == ["the code changed since"]
@@ -348,7 +350,7 @@ def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_
             "computed_with": [{"code_hash": old_stage, "data_hash": None, "stages": ["00_symmetries-x"]}]}
     record = {"chapter": "00_symmetries", "provenance": prov}
     new = published.rehashed(record, notebook)
-    assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 3
+    assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 4
     assert new["provenance"]["rehashed_from"] == {"hash_scheme": 2, "code_hash": prov["code_hash"]}
     assert new["provenance"]["computed_with"][0]["code_hash"] == stage_code_hash("00_symmetries") != old_stage
     assert published.staleness(new, config, notebook) == []
@@ -451,3 +453,111 @@ def test_a_declared_stage_code_covers_every_stage_function_and_no_claim_or_text(
         names = {p.name for p in closure if p.parent == package}
         assert not names & {"claims.py", "views.py", "figures.py"}, (chapter, sorted(names))
     assert pv.stage_code_hash(spec.stages[0].experiment_name(chapter)) != pv.stage_code_hash(chapter)
+
+
+NOTEBOOK = """---
+jupytext:
+  text_representation:
+    format_name: myst
+---
+
+# A chapter
+
+Some prose, with an example that is not code: `from symlib.inference import hmc`.
+
+```{code-cell} python
+:tags: [hide-input]
+from symlib.chapters.symmetries import CHAPTER
+x = 1
+```
+
+More prose.
+
+````{code-cell} python
+print("```")  # a longer fence holds a shorter one
+````
+"""
+
+
+def test_notebook_code_keeps_the_front_matter_and_code_cells_and_drops_the_prose(tmp_path):
+    notebook = tmp_path / "n.md"
+    notebook.write_text(NOTEBOOK)
+    code = pv.notebook_code(notebook)
+    assert code.startswith("---\njupytext:") and code.count("---\n") == 2
+    assert ":tags: [hide-input]\nfrom symlib.chapters.symmetries import CHAPTER\nx = 1\n```\n" in code
+    assert 'print("```")  # a longer fence holds a shorter one\n````\n' in code
+    assert "prose" not in code and "# A chapter" not in code and "symlib.inference" not in code
+    other = tmp_path / "n.py"
+    other.write_text(NOTEBOOK)
+    assert pv.notebook_code(other) == NOTEBOOK  # another format counts whole
+
+
+def test_under_scheme_4_a_prose_edit_leaves_the_code_hash_and_a_code_or_option_edit_changes_it(tmp_path):
+    from symlib.book.provenance import chapter_package_dir, code_hash
+    from symlib.chapters import get_profile
+
+    chapter = chapter_package_dir(get_profile("00_symmetries", "full"))
+    notebook = tmp_path / "00_symmetries.md"
+
+    def hashes(text):
+        notebook.write_text(text)
+        return code_hash(chapter, notebook, scheme=3), code_hash(chapter, notebook)
+
+    before = hashes(NOTEBOOK)
+    prose = hashes(NOTEBOOK.replace("More prose.", "More prose, rewritten."))
+    assert prose[1] == before[1] and prose[0] != before[0]  # scheme 3 counted the prose
+    # prose that names a module is not an import under scheme 4 (scheme 3 followed it)
+    assert hashes(NOTEBOOK.replace("`from symlib.inference import hmc`", "nothing"))[1] == before[1]
+    for edit in [("x = 1", "x = 2"), (":tags: [hide-input]", ":tags: [raises-exception]"),
+                 ("format_name: myst", "format_name: myst\n  format_version: 0.13")]:
+        assert hashes(NOTEBOOK.replace(*edit))[1] != before[1], edit
+
+
+def test_scheme_4_leaves_every_stage_code_hash_as_scheme_3_had_it():
+    # cache entries and checkpoints record stage code hashes: a new scheme must not restart them
+    for notebook in sorted((REPO / "notebooks").glob("*.md")):
+        chapter = notebook.stem
+        assert pv.compute_code_hash(chapter, scheme=4) == pv.compute_code_hash(chapter, scheme=3), chapter
+        for experiment in pv.stage_experiments(chapter):
+            assert pv.stage_code_hash(experiment, scheme=4) == pv.stage_code_hash(experiment, scheme=3), experiment
+
+
+def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path):
+    from symlib.book import published
+    from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
+    from symlib.chapters import get_profile
+
+    notebook = REPO / "notebooks" / "00_symmetries.md"
+    config = get_profile("00_symmetries", "full")  # chapter 0 has no paper profile: both records are `full` runs
+    prov = {"hash_scheme": 3, "profile_hash": profile_hash(config),
+            "code_hash": code_hash(chapter_package_dir(config), notebook, scheme=3)}
+    for tier in published.TIERS:
+        (tmp_path / tier).mkdir()
+        (tmp_path / tier / "00_symmetries.json").write_text(json.dumps(
+            {"chapter": "00_symmetries", "profile": "full", "provenance": prov, "tables": {"t": [1.5]}}))
+    stale = json.loads((tmp_path / "paper" / "00_symmetries.json").read_text())
+    stale["provenance"]["code_hash"] = "0" * 16
+    (tmp_path / "paper" / "00_symmetries.json").write_text(json.dumps(stale))
+
+    done = published.rehash(dest_root=tmp_path)
+    assert done == [("00_symmetries", "full", "rehashed: scheme 3 -> 4"),
+                    ("00_symmetries", "paper", ("left at scheme 3: not current, so not rehashed "
+                                               "(re-run or re-render it and publish)"))]
+    new = json.loads((tmp_path / "full" / "00_symmetries.json").read_text())
+    assert new["provenance"]["hash_scheme"] == 4 and new["tables"] == {"t": [1.5]}
+    assert new["provenance"]["code_hash"] == code_hash(chapter_package_dir(config), notebook)
+    assert json.loads((tmp_path / "paper" / "00_symmetries.json").read_text()) == stale
+    assert published.rehash(dest_root=tmp_path, tiers=["full"]) == [
+        ("00_symmetries", "full", "already scheme 4")]
+    assert published.rehash(["01_ortho_skip"], dest_root=tmp_path) == []
+
+
+def test_no_published_record_is_left_to_rehash():
+    # a current record left on an older scheme would be made stale by a prose edit of its notebook,
+    # which a finished paper run (its cache deleted) cannot undo: `python -m symlib.book.published rehash`
+    from symlib.book import published
+
+    for tier in published.TIERS:
+        for path in sorted((REPO / "published" / tier).glob("*.json")):
+            record = json.loads(path.read_text())
+            assert published.rehashed(record) is record, f"{tier}/{path.stem}: run `published rehash`"
