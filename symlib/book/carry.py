@@ -34,6 +34,7 @@ Command line::
     python -m symlib.book.carry save --limit 2 01_ortho_skip    # files over 2 MiB stay behind
     python -m symlib.book.carry load 04_constrained_models      # carry/ -> cache
     python -m symlib.book.carry list                            # what carry/ holds
+    python -m symlib.book.carry load 04_constrained_models --from 842e0fc   # carry/ as a commit held it
 
 ``--dir`` names another folder; the cache is ``$SYMLIB_CACHE`` as always. ``load`` never replaces
 an entry the cache already has whole and current; ``save`` removes the chapter's carried entries
@@ -48,10 +49,13 @@ name) is neither carried nor loaded, and ``save`` removes a carried one. Public:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import lzma
 import pathlib
+import subprocess
 import sys
+import tarfile
 import tempfile
 import warnings
 from collections.abc import Iterable
@@ -62,7 +66,7 @@ from symlib.book.checkpoints import live as live_checkpoints
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 
-__all__ = ["COMPRESS_OVER", "Entry", "checkpoints", "entries", "load", "main", "packed", "save"]
+__all__ = ["COMPRESS_OVER", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
 
 COMPRESS_OVER = 1 << 20
 """Files larger than this many bytes are carried xz-compressed (``<name>.xz``)."""
@@ -347,6 +351,33 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             "pieces": n_pieces, "cache": str(root)}
 
 
+def at_revision(revision: str, directory: pathlib.Path | None, into: pathlib.Path) -> pathlib.Path:
+    """The carry folder ``directory`` (default ``carry/``) as git commit ``revision`` held it,
+    written under ``into``; returns the folder's copy there. A finished run's carried state is
+    deleted once it is published, but git keeps it: this is how a published `paper` run, whose
+    cache is gone, is loaded again (to render it after an edit of its chapter's views, say).
+
+    Raises:
+        ValueError: ``directory`` is in no git checkout, or ``revision`` does not hold it.
+    """
+    directory = pathlib.Path(directory or default_dir()).absolute()
+    existing = next(p for p in (directory, *directory.parents) if p.is_dir())
+    top = subprocess.run(["git", "-C", str(existing), "rev-parse", "--show-toplevel"],
+                         check=False, capture_output=True, text=True)
+    if top.returncode:
+        raise ValueError(f"{directory} is in no git checkout: --from reads a carry folder from git's history")
+    top = pathlib.Path(top.stdout.strip()).resolve()
+    rel = directory.resolve().relative_to(top)
+    tar = subprocess.run(["git", "-C", str(top), "archive", "--format=tar", revision, "--", rel.as_posix()],
+                         check=False, capture_output=True)
+    if tar.returncode:
+        raise ValueError(f"git holds no {rel.as_posix()}/ at {revision!r}: "
+                         f"{tar.stderr.decode(errors='replace').strip()}")
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return pathlib.Path(into) / rel
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m symlib.book.carry", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=("save", "load", "list"))
@@ -361,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropped", action="append", default=[], metavar="CHECKPOINT",
                    help="save: a checkpoint file name left out of the state on purpose (a GPU piece's way "
                         "back): a carried one of that name is kept, not removed as finished")
+    p.add_argument("--from", dest="revision", default=None, metavar="REV",
+                   help="load, list: the carry folder as git commit REV held it (a finished run's state, "
+                        "deleted once published: `git log --oneline -- carry/pieces/CHAPTER.json`)")
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
@@ -368,11 +402,26 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--dropped and --live are for save only")
     if args.action != "list" and not args.chapters:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
+    if args.revision is not None:
+        if args.action == "save":
+            p.error("--from is for load and list: history is not written to")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                folder = at_revision(args.revision, args.dir, pathlib.Path(tmp))
+            except ValueError as err:
+                p.error(str(err))
+            return _act(args, folder, f"{args.dir or default_dir()} at {args.revision}")
+    return _act(args, pathlib.Path(args.dir or default_dir()))
+
+
+def _act(args, directory: pathlib.Path, shown=None) -> int:
+    """``args.action`` on the carry folder ``directory`` (named ``shown`` in what ``list`` prints)."""
     if args.action == "list":
-        directory = pathlib.Path(args.dir or default_dir())
         names = args.chapters or sorted({chapter_of(p.parent.name) for p in _stored(directory, "*/*.pt")
                                          if p.parent.name != "checkpoints"}
                                         | {chapter_of(p.name) for p in _stored(directory, "checkpoints/*.pt")})
+        if not names:
+            print(f"nothing carried in {shown or directory}")
         for chapter in names:
             found = entries(directory, chapter)
             current = sum(e.current for e in found)
@@ -382,11 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                 f", {sum(_plain_name(p) not in alive for p in held)} that no recorded run continues with this code"
             print(f"{chapter}: {len(found)} entries ({current} current, "
                   f"{sum(e.size for e in found) / 1e6:.2f} MB) and {len(held)} checkpoints "
-                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB{stranded}) in {directory} (sizes as stored)")
+                  f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB{stranded}) in {shown or directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
-        out = (save(chapter, args.dir, limit=args.limit, dropped=args.dropped, live=args.live) if args.action == "save"
-               else load(chapter, args.dir))
+        out = (save(chapter, directory, limit=args.limit, dropped=args.dropped, live=args.live) if args.action == "save"
+               else load(chapter, directory))
         print(json.dumps(out))
     return 0
 

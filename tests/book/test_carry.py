@@ -220,3 +220,56 @@ def test_a_carried_checkpoint_the_cache_no_longer_has_is_removed_unless_it_was_d
     assert [carry._plain_name(p) for p in carry.checkpoints(folder, CHAPTER)] == [dropped.name, going_on.name]
     carry.save(CHAPTER, folder)                                           # dropped no more: it finished too
     assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [going_on.name]
+
+
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+def test_a_finished_runs_state_loads_from_the_commit_that_held_it(two_caches, monkeypatch, tmp_path, capsys):
+    # a published run's carried state is deleted, but git keeps it: load it from the commit before
+    there, _folder = two_caches
+    repo = tmp_path / "book"
+    folder = repo / "carry"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("carried runs\n")
+    _git(repo, "init", "-q")
+    assert carry.save(CHAPTER, folder)["saved"] == 3
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "state")
+    _git(repo, "rm", "-q", "-r", f"carry/{CHAPTER}-boston_fits")
+    _git(repo, "commit", "-q", "-m", "published: state deleted")
+    assert not (folder / f"{CHAPTER}-boston_fits").exists()
+
+    assert carry.main(["list", "--dir", str(folder), "--from", "HEAD~1"]) == 0
+    assert f"{CHAPTER}: 3 entries (3 current" in capsys.readouterr().out
+    assert carry.main(["list", "--dir", str(folder), "--from", "HEAD"]) == 0
+    assert capsys.readouterr().out.startswith("nothing carried in")
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    assert carry.main(["load", CHAPTER, "--dir", str(folder), "--from", "HEAD~1"]) == 0
+    assert json.loads(capsys.readouterr().out)["loaded"] == 3
+    for i in range(3):
+        assert cached(f"{CHAPTER}-boston_fits", "1", {"fit": i}, _never) == {"mse": 0.1 * i}
+    assert not (folder / f"{CHAPTER}-boston_fits").exists()   # the checkout is left as it was
+
+
+def test_loading_from_history_names_what_is_wrong(two_caches, tmp_path, capsys):
+    _there, _folder = two_caches
+    repo = tmp_path / "book"
+    (repo / "carry").mkdir(parents=True)
+    (repo / "carry" / "README.md").write_text("x\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    for argv, said in [(["load", CHAPTER, "--from", "nosuchrev"], "git holds no carry/ at 'nosuchrev'"),
+                       (["load", CHAPTER, "--from", "HEAD", "--dir", str(repo / "later")], "git holds no later/"),
+                       (["save", CHAPTER, "--from", "HEAD"], "--from is for load and list"),
+                       (["load", CHAPTER, "--from", "HEAD", "--dir", str(tmp_path / "elsewhere")], "in no git checkout")]:
+        if "--dir" not in argv:
+            argv = [*argv, "--dir", str(repo / "carry")]
+        with pytest.raises(SystemExit):
+            carry.main(argv)
+        assert said in capsys.readouterr().err, argv
