@@ -42,7 +42,7 @@ from symlib.book.provenance import (
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "lost_path", "pieces_minutes", "progress_path",
-           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "staleness",
+           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "restarted", "staleness",
            "tier_summary", "verdicts_by_tier", "write_chains"]
 
 TIER = "full"
@@ -516,6 +516,29 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
                  "starts the run again")
     return line + (f"; before it, {lost}" if lost else "")
+
+
+def restarted(tier: str = "paper") -> list[str]:
+    """The runs in progress of ``tier`` (``published/<tier>/progress/``) that this checkout's code
+    would start again: their latest pieces ran another compute code
+    (:func:`~symlib.book.provenance.compute_code_hash`), so their checkpoints are not continued. One
+    line each, saying how much compute that drops and how to record it where it is meant (the test
+    suite fails on any: a GPU run goes over many sessions, and an edit of its code, a comment
+    included, would silently throw its pieces away)."""
+    found = []
+    for path in sorted((published_dir(tier) / "progress").glob("*.json")):
+        chapter = path.stem
+        if "." in chapter:   # <chapter>.lost.json, <chapter>.chains.json
+            continue
+        run = pieces.in_progress(json.loads(path.read_text()), tier)
+        if run is None or not run["code_hash"] or run["code_hash"] == (now := compute_code_hash(chapter)):
+            continue
+        found.append(f"{chapter}: its {tier} run in progress ({_run_compute(run)}, {_run_dates(run)}) ran compute "
+                     f"code {run['code_hash']}, this checkout's is {now}, so its next piece starts the run again. "
+                     f"Undo the edit of the code that computes, or, where the restart is meant, record it: "
+                     f"python -m symlib.book.published lost {chapter} --tier {tier} --why \"the code that computes "
+                     f"changed: ...\"")
+    return found
 
 
 def pieces_minutes(record: dict) -> str | None:

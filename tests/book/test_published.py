@@ -397,3 +397,38 @@ def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, 
     assert pub.progress_summary("05_rebasin_hmc") is None
     with pytest.raises(SystemExit, match="no `paper` run"):
         pub.main(["lost", "05_rebasin_hmc", "--why", "x"])
+
+
+def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_recorded(tmp_path, monkeypatch):
+    from symlib.book import pieces
+
+    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
+    results = tmp_path / "results"
+    src = pieces.pieces_path("05_rebasin_hmc", results)
+    assert pub.restarted() == []   # nothing in progress
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=480, outcome="budget",
+                     directory=results, code_hash=compute_code_hash("05_rebasin_hmc"),
+                     started=datetime(2026, 12, 6, 9, 0, tzinfo=UTC))
+    pub.record_progress("05_rebasin_hmc", src)
+    assert pub.restarted() == []   # this code's run: the next piece continues it
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=420, outcome="budget",
+                     directory=results, code_hash="0123456789abcdef", started=datetime(2026, 12, 7, 9, 0, tzinfo=UTC))
+    pub.record_progress("05_rebasin_hmc", src)
+    (line,) = pub.restarted()
+    assert line.startswith("05_rebasin_hmc: its paper run in progress (1 piece, 7 minutes of device compute on "
+                           "cuda (H100), 2026-12-07) ran compute code 0123456789abcdef, this checkout's is "
+                           f"{compute_code_hash('05_rebasin_hmc')}")
+    assert line.endswith('python -m symlib.book.published lost 05_rebasin_hmc --tier paper --why "the code '
+                         'that computes changed: ..."')
+    assert pub.restarted("full") == []
+    pub.record_lost("05_rebasin_hmc", "the code that computes changed: a test")
+    assert pub.restarted() == []   # recorded: the book says the run starts again
+    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
+                     directory=results, code_hash="0123456789abcdef")
+    pub.record_progress("05_rebasin_hmc", src)
+    assert pub.restarted() == []   # a complete run restarts nothing
+
+
+def test_no_change_restarts_a_published_run_in_progress_unrecorded():
+    for tier in pub.TIERS:
+        assert pub.restarted(tier) == []
