@@ -512,10 +512,20 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         line += f"; latest: {run['note'].split('; run again')[0]}"
     if (chains := chains_path(chapter, tier)).is_file():
         line += "".join(f"; {_chains_line(r)}" for r in json.loads(chains.read_text()))
-    if run["code_hash"] and run["code_hash"] != compute_code_hash(chapter):
+    if _restarts(run, chapter):
         line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
                  "starts the run again")
     return line + (f"; before it, {lost}" if lost else "")
+
+
+def _restarts(run: dict, chapter: str) -> str | None:
+    """This checkout's compute code hash of ``chapter`` where the run in progress ``run``
+    (:func:`symlib.book.pieces.in_progress`) ran other code, so that its next piece starts it
+    again; None where it continues (or its pieces recorded no code)."""
+    if not run["code_hash"]:
+        return None
+    now = compute_code_hash(chapter)
+    return now if now != run["code_hash"] else None
 
 
 def restarted(tier: str = "paper") -> list[str]:
@@ -531,7 +541,7 @@ def restarted(tier: str = "paper") -> list[str]:
         if "." in chapter:   # <chapter>.lost.json, <chapter>.chains.json
             continue
         run = pieces.in_progress(json.loads(path.read_text()), tier)
-        if run is None or not run["code_hash"] or run["code_hash"] == (now := compute_code_hash(chapter)):
+        if run is None or not (now := _restarts(run, chapter)):
             continue
         found.append(f"{chapter}: its {tier} run in progress ({_run_compute(run)}, {_run_dates(run)}) ran compute "
                      f"code {run['code_hash']}, this checkout's is {now}, so its next piece starts the run again. "
