@@ -741,17 +741,15 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
             why = str(err)
         except BaseException as err:
             if not fired.is_set():
+                killed = None
                 if isinstance(err, SystemExit) and err.code == TERMINATED:
                     # killed from outside (gpu_piece.sh's `timeout` at HARD_S): the piece is
                     # logged all the same, its device time counted and how far it got said
                     _stop_children()
                     killed = (f"{pieces.TERMINATED} after {time.perf_counter() - start:.0f} s; "
                               + items_done(chapter, run.config, seed=seed, device=run.device))
-                    _log_piece(name, profile, seed, device, start, started, "failed",
-                               "; ".join(filter(None, (killed, skipped))))
                     print(f"[symlib] {name}: {killed}", flush=True)
-                else:
-                    _log_piece(name, profile, seed, device, start, started, "failed", skipped)
+                _log_piece(name, profile, seed, device, start, started, "failed", "; ".join(filter(None, (killed, skipped))))
                 raise
             # once the watchdog has fired, whatever the stage then raised is the interruption (an
             # interrupted Stan fit surfaces in PyStan as another error than KeyboardInterrupt)
