@@ -122,7 +122,7 @@ def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tup
             if chapters and path.stem not in chapters:
                 continue
             record = json.loads(path.read_text())
-            old = (record.get("provenance") or {}).get("hash_scheme", 1)
+            old = _scheme(record.get("provenance") or {})
             new = rehashed(record)
             if new is not record:
                 _write(path, new)
@@ -146,6 +146,12 @@ def records(chapter: str, tiers=None) -> dict[str, dict]:
     return found
 
 
+def _scheme(prov: dict) -> int:
+    """The hash scheme a record's provenance ``prov`` was written under: 1 for records from before
+    the field (they hashed the whole library)."""
+    return prov.get("hash_scheme", 1)
+
+
 def rehashed(record: dict, notebook: Path | None = None) -> dict:
     """``record`` with its code hashes re-expressed under this version's :data:`HASH_SCHEME`,
     when it was written under an older one and is current under that one (:func:`staleness` is
@@ -153,7 +159,7 @@ def rehashed(record: dict, notebook: Path | None = None) -> dict:
     old scheme and hash are kept under ``provenance.rehashed_from``. A stale record, or one of
     a chapter that declares no `full` profile, is returned unchanged: it stays stale."""
     prov = record.get("provenance") or {}
-    old = prov.get("hash_scheme", 1)
+    old = _scheme(prov)
     chapter = declared(record.get("chapter", ""))
     profile = chapter.profiles.get(record.get("profile", TIER)) if chapter is not None else None
     if old >= HASH_SCHEME or profile is None or staleness(record, profile, notebook):
@@ -322,7 +328,7 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
     if notebook is None:
         notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
     reasons = []
-    scheme = prov.get("hash_scheme", 1)  # records from before the field hashed the whole library
+    scheme = _scheme(prov)
     if prov.get("profile_hash") != profile_hash(current_profile):
         reasons.append("the `full` profile changed since")
     if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook, scheme=scheme):
