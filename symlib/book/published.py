@@ -117,7 +117,7 @@ def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tup
     """
     done = []
     for tier in tiers or TIERS:
-        folder = Path(dest_root) / tier if dest_root is not None else published_dir(tier)
+        folder = Path(dest_root) / _check_tier(tier) if dest_root is not None else published_dir(tier)
         for path in sorted(folder.glob("*.json")):
             if chapters and path.stem not in chapters:
                 continue

@@ -550,6 +550,8 @@ def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path
     assert published.rehash(dest_root=tmp_path, tiers=["full"]) == [
         ("00_symmetries", "full", "already scheme 4")]
     assert published.rehash(["01_ortho_skip"], dest_root=tmp_path) == []
+    with pytest.raises(ValueError, match="tier must be one of"):   # a misspelt tier is not "nothing found"
+        published.rehash(dest_root=tmp_path, tiers=["papers"])
 
 
 def test_no_published_record_is_left_to_rehash():
