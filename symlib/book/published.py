@@ -152,6 +152,11 @@ def _scheme(prov: dict) -> int:
     return prov.get("hash_scheme", 1)
 
 
+def _notebook(record: dict, notebook: Path | None) -> Path:
+    """``notebook``, or by default the record's chapter's ``notebooks/<chapter>.md`` in the checkout."""
+    return notebook if notebook is not None else project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
+
+
 def rehashed(record: dict, notebook: Path | None = None) -> dict:
     """``record`` with its code hashes re-expressed under this version's :data:`HASH_SCHEME`,
     when it was written under an older one and is current under that one (:func:`staleness` is
@@ -164,8 +169,7 @@ def rehashed(record: dict, notebook: Path | None = None) -> dict:
     profile = chapter.profiles.get(record.get("profile", TIER)) if chapter is not None else None
     if old >= HASH_SCHEME or profile is None or staleness(record, profile, notebook):
         return record
-    if notebook is None:
-        notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
+    notebook = _notebook(record, notebook)
     new_prov = dict(prov, hash_scheme=HASH_SCHEME,
                     code_hash=code_hash(chapter_package_dir(profile), notebook),
                     rehashed_from={"hash_scheme": old, "code_hash": prov.get("code_hash")})
@@ -325,8 +329,7 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
     prov = record.get("provenance") or {}
     if current_profile is None:
         return ["this version has no `full` profile for the chapter"]
-    if notebook is None:
-        notebook = project_root_or_cwd() / "notebooks" / f"{record['chapter']}.md"
+    notebook = _notebook(record, notebook)
     reasons = []
     scheme = _scheme(prov)
     if prov.get("profile_hash") != profile_hash(current_profile):
