@@ -308,11 +308,11 @@ def notebook_code(notebook: Path) -> str:
     return "".join(kept)
 
 
-def _notebook_imports(notebook: Path, scheme: int = HASH_SCHEME) -> set[str]:
-    """The ``symlib`` modules a MyST notebook's code imports (a line-based scan: cells may hold
-    IPython syntax that is not Python); before scheme 4, its prose's too."""
+def _notebook_imports(text: str) -> set[str]:
+    """The ``symlib`` modules that the MyST notebook ``text`` imports (a line-based scan: cells
+    may hold IPython syntax that is not Python): :func:`notebook_code` under scheme 4, the whole
+    text, prose too, before it."""
     out = set()
-    text = notebook_code(notebook) if scheme >= 4 else notebook.read_text(errors="replace")
     for m in re.finditer(r"^\s*(?:from\s+(symlib[\w.]*)\s+import\s+\(?([\w, ]+)|import\s+(symlib[\w.]*))",
                          text, flags=re.MULTILINE):
         if m[3]:
@@ -528,7 +528,9 @@ def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int
              for p in ([d.resolve()] if d.is_file() else d.resolve().rglob("*"))
              if p.is_file() and p.suffix in (".py", ".stan", ".json")]
     start += [p for p in (SYMLIB / "book").glob("*.py")]
-    names = _notebook_imports(notebook, scheme) if notebook is not None and notebook.is_file() else set()
+    has_notebook = notebook is not None and notebook.is_file()
+    text = "" if not has_notebook else notebook_code(notebook) if scheme >= 4 else notebook.read_text(errors="replace")
+    names = _notebook_imports(text)
     closure = import_closure(start, names) if scheme == 2 else import_closure_precise(start, names)
     files = sorted(p for p in closure if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
     # scheme 4 reads the notebook differently and nothing else: without a notebook (every stage
@@ -536,8 +538,8 @@ def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int
     digest = hashlib.sha256(b"scheme 2\0" if scheme == 2 else b"scheme 3\0")
     for path in files:
         digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + path.read_bytes() + b"\0")
-    if notebook is not None and notebook.is_file():
-        digest.update(b"notebook\0" + (notebook_code(notebook).encode() if scheme >= 4 else notebook.read_bytes()))
+    if has_notebook:   # scheme 4 hashes the code it scanned; older schemes the file's bytes
+        digest.update(b"notebook\0" + (text.encode() if scheme >= 4 else notebook.read_bytes()))
     return digest.hexdigest()[:16]
 
 

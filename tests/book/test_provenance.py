@@ -279,6 +279,7 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_cu
         SYMLIB,
         _notebook_imports,
         import_closure_precise,
+        notebook_code,
         package_of_chapter,
     )
 
@@ -288,18 +289,24 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_cu
         start = [p for p in package.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
         notebook = REPO / "notebooks" / f"{chapter}.md"
         files = {p.relative_to(SYMLIB).as_posix()
-                 for p in import_closure_precise(start, _notebook_imports(notebook))}
+                 for p in import_closure_precise(start, _notebook_imports(notebook_code(notebook)))}
         assert ("inference/hmc.py" in files) == needs_hmc, chapter
         assert "nn/mlp.py" in files, chapter
 
 
 def test_a_chapters_code_hash_covers_what_it_imports_not_the_whole_library():
-    from symlib.book.provenance import SYMLIB, _notebook_imports, import_closure, package_of_chapter
+    from symlib.book.provenance import (
+        SYMLIB,
+        _notebook_imports,
+        import_closure,
+        notebook_code,
+        package_of_chapter,
+    )
 
     chapter = package_of_chapter("00_symmetries")
     start = [p for p in chapter.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
     notebook = REPO / "notebooks" / "00_symmetries.md"
-    files = {p.relative_to(SYMLIB).as_posix() for p in import_closure(start, _notebook_imports(notebook))}
+    files = {p.relative_to(SYMLIB).as_posix() for p in import_closure(start, _notebook_imports(notebook_code(notebook)))}
     assert "symmetry/group.py" in files and "chapters/symmetries/stages.py" in files
     assert not any(f.startswith("inference/") for f in files)  # chapter 0 fits nothing: HMC changes leave it current
     assert not any(f.startswith("chapters/ortho_skip/") for f in files)
