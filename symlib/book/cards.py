@@ -17,7 +17,7 @@ import html
 
 from symlib.book.results import outcome
 
-__all__ = ["claim_card", "claim_numbers", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
+__all__ = ["claim_card", "claim_numbers", "diagnosis_text", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
 
 _COLUMNS = ("reproduced", "robust")
 _MARK = {"both": "both columns", "reproduced": "reproduced column", "robust": "robust column"}
@@ -71,7 +71,21 @@ def _cell(claim: dict | None, column: str, kind: str) -> str:
     badge = _badge(verdict, kind)
     if verdict == "not judged":
         badge += f'<span class="symlib-why">{html.escape(not_judged_sentence(failed))}</span>'
+    robust = ((claim or {}).get("verdicts") or {}).get("robust") or {}
+    if column == "robust" and verdict == "does not hold" and robust.get("refuted_under"):
+        badge += f'<span class="symlib-why">{html.escape(_words("fails with every robust precondition met under " + robust["refuted_under"]))}</span>'
+    if column == "reproduced" and (reference := (claim or {}).get("reference")):
+        badge += f'<span class="symlib-why">{html.escape(_words("reference: " + reference))}</span>'
     return badge
+
+
+def diagnosis_text(claim: dict | None) -> str:
+    """Why a stored claim does not hold, in words (its diagnoses joined), or ``""``."""
+    return "; ".join(f"{d['cause']}: {d['detail']}" for d in (claim or {}).get("diagnosis") or [])
+
+
+def _fails(claim: dict | None) -> bool:
+    return any(tier_verdict(claim, col)[0] == "does not hold" for col in _COLUMNS)
 
 
 def _preconditions(claim: dict | None, tier: str) -> str:
@@ -114,6 +128,9 @@ def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", an
             facts.append((f"ours ({tier})", html.escape(_words(c["ours"])), ""))
     if claim.get("criterion"):
         facts.append(("criterion", html.escape(_words(claim["criterion"])), ""))
+    for tier, c in tiers.items():
+        if _fails(c) and (why := diagnosis_text(c)):
+            facts.append((f"why it does not hold ({tier})", html.escape(_words(why)), ' class="symlib-diagnosis"'))
     dl = "".join(f"<dt>{name}</dt><dd{cls}>{value}</dd>" for name, value, cls in facts)
     details = "".join(_preconditions(c, tier) for tier, c in tiers.items())
     more = f"<details><summary>Preconditions</summary>{details}</details>" if details else ""

@@ -94,6 +94,7 @@ from typing import Any
 from symlib.book.cache import cached, device_key
 from symlib.book.results import (
     SAME,
+    Cause,
     Claim,
     Column,
     Erratum,
@@ -397,8 +398,12 @@ def swept(claim: Claim, frame) -> Claim:
     Adds a robust precondition: every setting of the sweep judged (unmet when the profile runs
     no sweep). The robust outcome is the run's own (``robust_holds`` or the criterion's), except
     that a setting under which the claim does not hold makes it "does not hold": a claim that
-    holds under one choice the paper left open and fails under another is not robust. A code
-    check is returned unchanged. The sweep's one-line summary is appended to ``ours``.
+    holds under one choice the paper left open and fails under another is not robust. A claim
+    that fails under any fully gated setting (a sweep row whose robust verdict is "does not
+    hold", or the run's own setting with every other robust precondition met) does not hold in
+    the robust column even where other settings were not judged (:attr:`Claim.robust_refuted`):
+    one refutation under today's standard needs no more settings. A code check is returned
+    unchanged. The sweep's one-line summary is appended to ``ours``.
     """
     if claim.kind is not Kind.CLAIM:
         return claim
@@ -417,13 +422,24 @@ def swept(claim: Claim, frame) -> Claim:
                         column=Column.ROBUST, source=SWEEP_SOURCE)
     summary = depends_on(frame)
     own = claim.criterion_holds if claim.robust_holds is SAME else claim.robust_holds
+    # the run's own setting refutes the claim when the criterion fails there with every robust
+    # precondition met but this one (the other settings judged): "does not hold", not "not judged"
+    own_gated = not claim.failed(Column.ROBUST)
+    refuted = ([own_setting(frame, own_row)] if own is False and own_gated else []) + \
+        [s for s, o in zip(settings, others, strict=True) if o == "does not hold"]
     robust = {}
     if own is True and "does not hold" in judged:
         robust = {"robust_holds": False,
                   "robust_ours": f"{claim.robust_ours or claim.ours}; does not hold under "
                                  f"{', '.join(s for s, o in zip(settings, others, strict=True) if o == 'does not hold')}"}
     return replace(claim, ours=f"{claim.ours}; robustness: {summary}", preconditions=(*claim.preconditions, gate),
-                   **robust)
+                   robust_refuted="; ".join(refuted), **robust)
+
+
+def own_setting(frame, own_row) -> str:
+    """The run's own setting of a sweep frame, in words (its ``setting``, or "this run's setting")."""
+    rows = frame.loc[own_row, "setting"]
+    return f"this run's setting ({rows.iloc[0]})" if len(rows) else "this run's setting"
 
 
 def sized_to_judge(judge: bool) -> list[Precondition]:
@@ -460,6 +476,11 @@ class Chapter:
             that quote this machine's rates (masked before two texts are compared).
         notes: ``notes(results) -> dict`` of facts about the run that are neither tables nor
             claims (sampler statistics, compile times), written to the results file's ``notes``.
+        diagnoses: ``diagnoses(results) -> {claim id: (Diagnosis, ...)}``: why each claim would
+            not hold in this run (budget fraction per chain, data, protocol departure, open
+            choice, or the paper's claim failing), given to the claims that carry none of their
+            own. Every claim a column says "does not hold" must have one
+            (:meth:`judged_claims` raises otherwise).
     """
 
     name: str
@@ -478,6 +499,7 @@ class Chapter:
     machine_claims: frozenset[str] = frozenset()
     machine_text: str | None = None
     notes: Callable[[RunResults], Mapping[str, Any]] | None = None
+    diagnoses: Callable[[RunResults], Mapping[str, Any]] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -616,12 +638,37 @@ class Chapter:
                 raise ValueError(f"{self.name}: robustness sweep of {sweep.claim!r}, which is not a claim ({', '.join(ids)})")
             frame = self.sweep_frame(sweep, results)
             claims = [swept(c, frame) if c.id == sweep.claim else c for c in claims]
+        if self.diagnoses is not None:
+            given = self.diagnoses(results)
+            if unknown := set(given) - ids:
+                raise ValueError(f"{self.name}: diagnoses of {sorted(unknown)}, which are not claims ({', '.join(ids)})")
+            claims = [replace(c, diagnosis=given[c.id]) if c.id in given and not c.diagnosis else c for c in claims]
+        undiagnosed = [c.id for c in claims if c.fails and not c.diagnosis]
+        if undiagnosed:
+            raise ValueError(f"{self.name}: every claim that does not hold says why (Claim.diagnosis: budget, data, "
+                             f"protocol departure, open choice or the paper's claim failing); none for "
+                             f"{', '.join(undiagnosed)}")
+        for c in claims:
+            swept_choices = self._sweep_choices(c.id, results)
+            for d in c.diagnosis:
+                if d.cause is Cause.OPEN_CHOICE and swept_choices is not None and d.sweep not in swept_choices:
+                    raise ValueError(f"{self.name}: claim {c.id!r} names the open choice {d.sweep!r}, which its "
+                                     f"sensitivity sweep does not vary ({', '.join(sorted(swept_choices)) or 'none'})")
         unsourced = [f"{c.id}: {p.name}" for c in claims if c.kind is Kind.CLAIM
                      for p in c.preconditions if p.gates(Column.REPRODUCED) and not p.source]
         if unsourced:
             raise ValueError(f"{self.name}: a precondition of the reproduced column must cite where the paper's run is "
                              f"shown or stated to have it (Precondition.source); none given for {', '.join(unsourced)}")
         return claims
+
+    def _sweep_choices(self, claim_id: str, results: RunResults) -> set[str] | None:
+        """The choices the sweep of ``claim_id`` varies in this run; None when it runs none (no
+        sweep, or a profile that runs no such sweep): an open choice is then not checked."""
+        for sweep in self.sweeps:
+            if sweep.claim == claim_id:
+                frame = self.sweep_frame(sweep, results)
+                return None if frame is None else {str(c) for c in frame["choice"]}
+        return None
 
     def errata_of(self, results: RunResults) -> tuple[Erratum, ...]:
         """The errata this run records (:attr:`errata`, called on ``results`` if it is a function)."""

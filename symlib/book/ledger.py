@@ -128,9 +128,11 @@ def claim_rows(records: Mapping[str, Mapping | None]):
                 "reproduced": column_outcome(claim, "reproduced"),
                 "robust": column_outcome(claim, "robust"),
                 "what stops a verdict": "; ".join(stops),
+                "why it does not hold": "; ".join(f"{d['cause']}: {d['detail']}" for d in claim.get("diagnosis") or [])
+                if "does not hold" in (column_outcome(claim, "reproduced"), column_outcome(claim, "robust")) else "",
             })
     return pd.DataFrame(rows, columns=["chapter", "id", "claim", "paper", "ours", "reproduced", "robust",
-                                       "what stops a verdict"])
+                                       "what stops a verdict", "why it does not hold"])
 
 
 def totals_sentence(records: Mapping[str, Mapping | None], *, what: str = "the published full runs") -> str:

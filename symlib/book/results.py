@@ -27,8 +27,10 @@ from symlib.book.provenance import provenance
 __all__ = [
     "SAME",
     "ChapterResults",
+    "Cause",
     "Claim",
     "Column",
+    "Diagnosis",
     "Erratum",
     "Kind",
     "Precondition",
@@ -197,6 +199,54 @@ def _shown(value: float, criterion: str, met) -> str:
     return text
 
 
+class Cause(str, enum.Enum):
+    """Why a claim does not hold (:class:`Diagnosis`): each "does not hold" names one or more."""
+
+    BUDGET = "budget"
+    """Our run is smaller than the paper's: the detail gives the fraction, per chain or fit,
+    against the paper's own (e.g. "40,000 of 200,000 steps per fit, 20 %")."""
+    DATA = "data"
+    """Our data differ from the paper's: the detail says how (a subset, a stand-in)."""
+    PROTOCOL = "protocol departure"
+    """We ran the paper's experiment otherwise than it did: the detail names the departure."""
+    OPEN_CHOICE = "open choice"
+    """The paper left a choice open and the verdict may turn on it: the detail names the choice
+    and :attr:`Diagnosis.sweep` the sensitivity sweep's choice that varies it."""
+    CLAIM_FAILS = "the paper's claim fails here"
+    """At the paper's protocol and budget, on our data, the claim does not hold."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a claim does not hold: a :class:`Cause` and what it is in this run, in words.
+
+    Stored with the claim and shown on its card. An :attr:`Cause.OPEN_CHOICE` names the ``sweep``
+    choice (a robustness sweep's ``choice`` column) that varies it, so the robust column's
+    sensitivity sweep tries the other readings.
+    """
+
+    cause: Cause
+    detail: str
+    sweep: str = ""
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "cause", Cause(self.cause))
+        except ValueError:
+            raise ValueError(f"diagnosis cause must be one of {[c.value for c in Cause]}, got {self.cause!r}") from None
+        if not isinstance(self.detail, str) or not self.detail:
+            raise TypeError("a diagnosis needs a non-empty detail: what the cause is in this run")
+        if self.cause is Cause.OPEN_CHOICE and not self.sweep:
+            raise ValueError(f"an open-choice diagnosis names the sweep choice that varies it ({self.detail!r})")
+
+    def to_dict(self) -> dict:
+        return {"cause": self.cause.value, "detail": self.detail, "sweep": self.sweep}
+
+    def words(self) -> str:
+        """The diagnosis as a reader reads it: ``budget: 40,000 of 200,000 steps per fit``."""
+        return f"{self.cause.value}: {self.detail}"
+
+
 def outcome(holds: bool | None) -> str:
     """A criterion's outcome in words: ``holds`` / ``does not hold`` / ``not judged`` (no reasons)."""
     return {True: "holds", False: "does not hold", None: "not judged"}[holds]
@@ -233,6 +283,18 @@ class Claim:
     criterion_holds: bool | None | _Same = SAME
     """The criterion's outcome before the reproduced column's gate (filled in from ``holds``;
     kept so that adding a precondition later, :func:`dataclasses.replace`, gates it again)."""
+    diagnosis: tuple[Diagnosis, ...] = ()
+    """Why the claim does not hold, where a column says it does not (:class:`Diagnosis`; a
+    chapter gives one for every claim that can fail, checked by
+    :meth:`symlib.book.chapter.Chapter.judged_claims`)."""
+    reference: str = ""
+    """The convergence of the reference the claim is judged against (an HMC run, a gold
+    standard, NUTS at its depth cap), in words, shown next to the reproduced verdict
+    (:func:`symlib.book.preconditions.reference_converged`)."""
+    robust_refuted: str = ""
+    """The settings under which the claim fails with every robust precondition met (set by
+    :func:`symlib.book.chapter.swept`): the robust column then says "does not hold" even if a
+    precondition of another setting (the sweep judged in full, say) is unmet."""
 
     def __post_init__(self):
         for name in ("id", "text", "paper", "ours"):
@@ -246,6 +308,12 @@ class Claim:
                             "protocol's outcome and what it measured), or neither")
         pre = tuple(p if isinstance(p, Precondition) else Precondition(**p) for p in self.preconditions)
         object.__setattr__(self, "preconditions", pre)
+        diagnosis = (self.diagnosis,) if isinstance(self.diagnosis, (Diagnosis, dict)) else tuple(self.diagnosis)
+        object.__setattr__(self, "diagnosis",
+                           tuple(d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis))
+        for name in ("reference", "robust_refuted"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"claim {self.id!r}: {name} must be a string")
         object.__setattr__(self, "kind", Kind(self.kind))
         if self.criterion_holds is SAME:
             object.__setattr__(self, "criterion_holds", self.holds)
@@ -254,7 +322,10 @@ class Claim:
 
     @property
     def robust(self) -> bool | None:
-        """The robust column's outcome: the robust protocol's (or the criterion's), gated."""
+        """The robust column's outcome: the robust protocol's (or the criterion's), gated; "does
+        not hold" where a fully gated setting refutes it (:attr:`robust_refuted`)."""
+        if self.robust_refuted:
+            return False
         if self.failed(Column.ROBUST):
             return None
         return self.criterion_holds if self.robust_holds is SAME else self.robust_holds
@@ -270,6 +341,8 @@ class Claim:
 
     def column_verdict(self, column: Column) -> str:
         """``holds`` / ``does not hold`` / ``not judged: <failed preconditions>`` of ``column``."""
+        if column is Column.ROBUST and self.robust_refuted:
+            return outcome(False)
         if failed := self.failed(column):
             return "not judged: " + "; ".join(f"{p.criterion} (measured {p.measured})" for p in failed)
         return outcome(self.holds if column is Column.REPRODUCED else self.robust)
@@ -290,14 +363,22 @@ class Claim:
                 "verdict": self.column_verdict(column), "holds": holds, "measured": measured,
                 "preconditions": [p.to_dict() for p in self.preconditions if p.gates(column)],
             }
+        if self.robust_refuted:
+            out[Column.ROBUST.value]["refuted_under"] = self.robust_refuted
         return out
+
+    @property
+    def fails(self) -> bool:
+        """Whether either column says "does not hold" (the claim then needs a diagnosis)."""
+        return self.kind is Kind.CLAIM and (self.holds is False or self.robust is False)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["kind"] = self.kind.value
         out["preconditions"] = [p.to_dict() for p in self.preconditions]
-        for internal in ("robust_holds", "robust_ours", "criterion_holds"):
+        for internal in ("robust_holds", "robust_ours", "criterion_holds", "robust_refuted"):
             out.pop(internal)
+        out["diagnosis"] = [d.to_dict() for d in self.diagnosis]
         out["verdict"] = self.verdict
         out["verdicts"] = self.verdicts
         return out
@@ -377,10 +458,12 @@ class ChapterResults:
         self, id: str, text: str, paper: str, ours: str, holds: bool | None, *,
         criterion: str = "", preconditions=(), kind: Kind | str = Kind.CLAIM,
         robust_holds: bool | None | _Same = SAME, robust_ours: str | None = None,
+        diagnosis=(), reference: str = "", robust_refuted: str = "",
     ) -> Claim:
         return self._append(Claim(id=id, text=text, paper=paper, ours=ours, holds=holds, criterion=criterion,
                                   preconditions=tuple(preconditions), kind=kind, robust_holds=robust_holds,
-                                  robust_ours=robust_ours))
+                                  robust_ours=robust_ours, diagnosis=diagnosis, reference=reference,
+                                  robust_refuted=robust_refuted))
 
     def _append(self, claim: Claim) -> Claim:
         if any(c.id == claim.id for c in self.claims):
@@ -397,7 +480,8 @@ class ChapterResults:
                 fields = dict(c)
                 fields.pop("verdict", None)
                 if robust := (fields.pop("verdicts", None) or {}).get("robust"):
-                    fields.update(robust_holds=robust["holds"], robust_ours=robust["measured"])
+                    fields.update(robust_holds=robust["holds"], robust_ours=robust["measured"],
+                                  robust_refuted=robust.get("refuted_under", ""))
                 self.add_claim(**fields)
 
     def add_erratum(self, id: str, paper_says: str, correction: str, where: str = "") -> Erratum:

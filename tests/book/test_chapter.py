@@ -135,9 +135,13 @@ def test_a_sweep_feeds_the_robust_column():
     assert (flips.holds, flips.robust) == (True, False)
     assert flips.verdicts["robust"]["measured"].endswith("does not hold under 1e-09")
     # a setting the robust column could not judge: not judged there, by how much
-    partly = _swept_claim([own, _row("0.1", "holds", robust="not judged"), _row("1e-09", "does not hold")])
+    partly = _swept_claim([own, _row("0.1", "holds", robust="not judged"), _row("0.05", "holds")])
     assert partly.robust is None and partly.holds is True
     assert "(measured 1 of 2 judged)" in partly.column_verdict(Column.ROBUST)
+    # but one fully gated setting that refutes it is enough: does not hold, whatever is unjudged
+    refuted = _swept_claim([own, _row("0.1", "holds", robust="not judged"), _row("1e-09", "does not hold")])
+    assert (refuted.holds, refuted.robust) == (True, False) and refuted.robust_refuted == "1e-09"
+    assert refuted.column_verdict(Column.ROBUST) == "does not hold"
     # the robust column judges its own outcome per setting, not the reproduced one
     robust_only = _swept_claim([own, _row("0.1", "holds", robust="does not hold")])
     assert (robust_only.holds, robust_only.robust) == (True, False)
