@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
-
-from dataclasses import replace
 
 from symlib.book.results import Column, Precondition, precondition
 
@@ -36,9 +35,9 @@ __all__ = [
     "ACCURACY_SHARE",
     "ESS_MIN",
     "MIN_REPLICATES",
-    "REFERENCE_SOURCE",
     "PLATEAU_TOL",
     "PLATEAU_WINDOW",
+    "REFERENCE_SOURCE",
     "RHAT_MAX",
     "accuracy_reached",
     "chains_mixed",

@@ -26,8 +26,8 @@ from symlib.book.provenance import provenance
 
 __all__ = [
     "SAME",
-    "ChapterResults",
     "Cause",
+    "ChapterResults",
     "Claim",
     "Column",
     "Diagnosis",

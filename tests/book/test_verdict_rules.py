@@ -22,7 +22,7 @@ def _results(mean):
 
 
 def _claim(**fields):
-    base = dict(id="c", text="A claim", paper="Sec. 1: 'a claim'", ours="0.3", holds=False, criterion="x < 0.1")
+    base = {"id": "c", "text": "A claim", "paper": "Sec. 1: 'a claim'", "ours": "0.3", "holds": False, "criterion": "x < 0.1"}
     return Claim(**{**base, **fields})
 
 
