@@ -382,8 +382,26 @@ def _check_writable(folder: pathlib.Path) -> None:
         ) from error
 
 
-def _load(path: pathlib.Path) -> tuple[bool, Any, dict]:
-    """``(True, value, header)`` for a valid entry, ``(False, None, {})`` for a miss or a bad entry."""
+def _load(path: pathlib.Path, *, experiment: str | None = None, quarantine: bool = True) -> tuple[bool, Any, dict]:
+    """``(True, value, header)`` for a valid entry, ``(False, None, {})`` for a miss or a bad entry.
+
+    An entry is valid only at its own place: the experiment and key its header records must be
+    the folder (``experiment``, default the file's folder name) and file name it was read from,
+    so that an entry renamed or copied under another entry's name (a merge, a swapped carried
+    file) is never served as that entry. A bad entry is moved aside to ``*.corrupt`` with a
+    warning; ``quarantine=False`` (a read-only listing, a folder under version control) only warns.
+    """
+    if not quarantine:
+        return _load_checked(path, experiment, _warn_only)
+    return _load_checked(path, experiment, _quarantine)
+
+
+def _warn_only(path: pathlib.Path, identity: os.stat_result, reason: str) -> None:
+    warnings.warn(f"cache entry {path} is invalid: {reason}. Left in place; not served.", CacheCorruptionWarning,
+                  stacklevel=4)
+
+
+def _load_checked(path: pathlib.Path, experiment: str | None, _quarantine) -> tuple[bool, Any, dict]:
     try:
         with open(path, "rb") as handle:
             identity = os.fstat(handle.fileno())  # to quarantine this file, not a newer one
@@ -406,6 +424,13 @@ def _load(path: pathlib.Path) -> tuple[bool, Any, dict]:
         return False, None, {}
     if fmt != _FORMAT:
         return False, None, {}  # written by another version of this module: not ours to judge
+    place = (experiment or path.parent.name, path.name.removesuffix(".pt"))
+    recorded = (meta.get("experiment"), meta.get("key"))
+    if recorded != place:
+        _quarantine(path, identity, f"it records experiment {recorded[0]!r} and key {recorded[1]!r} but sits at "
+                                    f"{place[0]}/{place[1]}.pt: another entry's result under this name "
+                                    "(renamed, swapped or merged by hand)")
+        return False, None, {}
     payload = data[end + 1 :]
     actual = hashlib.sha256(payload).hexdigest()
     if actual != expected:

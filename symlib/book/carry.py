@@ -122,9 +122,13 @@ def _contents(path: pathlib.Path) -> bytes | None:
         return None
 
 
-def _read_header(path: pathlib.Path) -> dict | None:
+def _read_header(path: pathlib.Path, *, quarantine: bool = True) -> dict | None:
+    """The header of a valid entry (checksum, unpickling and its place: the experiment and key it
+    records are its folder and file name, :func:`symlib.book.cache._load`); None for a bad one,
+    moved aside where ``quarantine`` (the cache), left in place with a warning otherwise (the
+    carry folder, which git tracks: reading it changes no file)."""
     if not path.name.endswith(XZ):
-        ok, _value, meta = cache._load(path)   # checksum and unpickling checked; a bad file is quarantined
+        ok, _value, meta = cache._load(path, quarantine=quarantine)
         return meta if ok else None
     data = _contents(path)
     if data is None:
@@ -132,16 +136,16 @@ def _read_header(path: pathlib.Path) -> dict | None:
     with tempfile.TemporaryDirectory(prefix="symlib-carry-") as folder:
         plain = pathlib.Path(folder) / _plain_name(path)
         plain.write_bytes(data)
-        ok, _value, meta = cache._load(plain)
+        ok, _value, meta = cache._load(plain, experiment=path.parent.name, quarantine=False)
     return meta if ok else None
 
 
-def _entry(path: pathlib.Path, chapter: str, prints: dict) -> Entry | None:
+def _entry(path: pathlib.Path, chapter: str, prints: dict, *, quarantine: bool = False) -> Entry | None:
     experiment = path.parent.name
     if chapter_of(experiment) != chapter:
         return None
     key = _plain_name(path).removesuffix(".pt")
-    meta = _read_header(path)
+    meta = _read_header(path, quarantine=quarantine)
     if meta is None:
         return Entry(path, experiment, key, path.stat().st_size if path.exists() else 0, False,
                      "unreadable (checksum or payload)")
@@ -159,14 +163,15 @@ def _stored(root: pathlib.Path, pattern: str) -> list[pathlib.Path]:
     return sorted([*root.glob(pattern), *root.glob(pattern + XZ)])
 
 
-def entries(root: pathlib.Path, chapter: str, prints: dict | None = None) -> list[Entry]:
+def entries(root: pathlib.Path, chapter: str, prints: dict | None = None, *, quarantine: bool = False) -> list[Entry]:
     """The cache entries of ``chapter``'s experiments under ``root`` (``<root>/<experiment>/<key>.pt``,
-    or ``<key>.pt.xz`` as a carry folder stores a large one)."""
+    or ``<key>.pt.xz`` as a carry folder stores a large one). A bad one is listed as not current;
+    it is moved aside only where ``quarantine`` (the cache itself, never the carry folder)."""
     found, prints = [], ({} if prints is None else prints)
     for path in _stored(root, "*/*.pt"):
         if path.parent.name == "checkpoints":   # not cache entries (:func:`checkpoints`)
             continue
-        entry = _entry(path, chapter, prints)
+        entry = _entry(path, chapter, prints, quarantine=quarantine)
         if entry is not None:
             found.append(entry)
     return found
@@ -258,7 +263,7 @@ def _carry_pieces(chapter: str, src: pathlib.Path, dst: pathlib.Path) -> int:
 
 
 def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | None = None,
-         dropped: Iterable[str] = (), live: Iterable[str] = ()) -> dict:
+         dropped: Iterable[str] = (), live: Iterable[str] = (), prune: bool = False) -> dict:
     """Copy ``chapter``'s current cache entries and its checkpoints into ``directory`` (those over
     :data:`COMPRESS_OVER` bytes xz-compressed); drop its carried entries that are no longer
     current, and its carried checkpoints that the cache no longer has (their fit finished and its
@@ -271,13 +276,17 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST,
     may name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is
     larger than that are not carried (``"too large, left"`` names them). Returns counts and
-    stored bytes."""
+    stored bytes.
+
+    Carried entries computed with other code or data than this checkout's are kept (counted
+    under ``"not current, kept"``: they may be a run's only copy, saved from a checkout ahead of
+    or behind this one) unless ``prune`` asks to remove them."""
     directory = pathlib.Path(directory or default_dir())
     dropped = {_plain_name(pathlib.Path(name)) for name in dropped}
     saved = skipped = removed = size = 0
     too_large: list[str] = []
     prints: dict = {}
-    for e in entries(cache.cache_dir(), chapter, prints):
+    for e in entries(cache.cache_dir(), chapter, prints, quarantine=True):
         if not e.current:
             skipped += 1
             continue
@@ -286,10 +295,14 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             too_large.append(f"{e.experiment}/{e.path.name} ({_mib(n, e.size)})")
             continue
         saved, size = saved + 1, size + n
+    kept_stale = 0
     for e in entries(directory, chapter, prints):
         if not e.current:
-            e.path.unlink()
-            removed += 1
+            if prune:
+                e.path.unlink()
+                removed += 1
+            else:
+                kept_stale += 1
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
     alive = live_checkpoints(chapter, pieces.read(chapter, directory))
     if alive is not None:
@@ -314,7 +327,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             finished += 1
     return {"chapter": chapter, "saved": saved, "checkpoints": n_checkpoints, "bytes": size,
             "not current, left": skipped, "too large, left": too_large,
-            "removed from the carry folder": removed, "checkpoints gone from the cache, removed": finished,
+            "removed from the carry folder": removed, "not current, kept (prune removes)": kept_stale, "checkpoints gone from the cache, removed": finished,
             "checkpoints no run of this code continues, removed": stranded,
             "pieces": n_pieces, "folder": str(directory)}
 
@@ -325,6 +338,8 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
     merged pieces file would continue with this code (:func:`symlib.book.checkpoints.live`)."""
     directory = pathlib.Path(directory or default_dir())
     root = cache.cache_dir()
+    pieces.read(chapter, directory)   # an unreadable carried pieces file fails now, before anything is copied
+    pieces.read(chapter)
     loaded = kept = skipped = 0
     prints: dict = {}
     for e in entries(directory, chapter, prints):
@@ -332,7 +347,7 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             skipped += 1
             continue
         target = root / e.experiment / e.name
-        there = _entry(target, chapter, prints) if target.exists() else None
+        there = _entry(target, chapter, prints, quarantine=True) if target.exists() else None
         if there is not None and there.current:
             kept += 1
             continue
@@ -378,6 +393,11 @@ def at_revision(revision: str, directory: pathlib.Path | None, into: pathlib.Pat
     return pathlib.Path(into) / rel
 
 
+def known_chapters() -> list[str]:
+    """The book's chapter names (``NN_name``, one per notebook in ``notebooks/``)."""
+    return sorted(p.stem for p in (project_root_or_cwd() / "notebooks").glob("[0-9][0-9]*_*.md"))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m symlib.book.carry", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=("save", "load", "list"))
@@ -392,16 +412,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropped", action="append", default=[], metavar="CHECKPOINT",
                    help="save: a checkpoint file name left out of the state on purpose (a GPU piece's way "
                         "back): a carried one of that name is kept, not removed as finished")
+    p.add_argument("--prune", action="store_true",
+                   help="save: remove carried entries computed with other code or data (kept by default)")
     p.add_argument("--from", dest="revision", default=None, metavar="REV",
                    help="load, list: the carry folder as git commit REV held it (a finished run's state, "
                         "deleted once published: `git log --oneline -- carry/pieces/CHAPTER.json`)")
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
-    if (args.dropped or args.live) and args.action != "save":
-        p.error("--dropped and --live are for save only")
+    if (args.dropped or args.live or args.prune) and args.action != "save":
+        p.error("--dropped, --live and --prune are for save only")
     if args.action != "list" and not args.chapters:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
+    valid = known_chapters()
+    if unknown := [c for c in args.chapters if c not in valid]:
+        p.error(f"unknown chapter {', '.join(map(repr, unknown))}; valid chapters: {', '.join(valid)}")
     if args.revision is not None:
         if args.action == "save":
             p.error("--from is for load and list: history is not written to")
@@ -434,7 +459,8 @@ def _act(args, directory: pathlib.Path, shown=None) -> int:
                   f"({sum(p.stat().st_size for p in held) / 1e6:.2f} MB{stranded}) in {shown or directory} (sizes as stored)")
         return 0
     for chapter in args.chapters:
-        out = (save(chapter, directory, limit=args.limit, dropped=args.dropped, live=args.live) if args.action == "save"
+        out = (save(chapter, directory, limit=args.limit, dropped=args.dropped, live=args.live, prune=args.prune)
+               if args.action == "save"
                else load(chapter, directory))
         print(json.dumps(out))
     return 0

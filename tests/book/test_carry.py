@@ -59,7 +59,9 @@ def test_the_pieces_of_the_run_travel_with_it_merged(two_caches, monkeypatch):
     assert carry.save(CHAPTER, folder)["pieces"] == 3
 
 
-def test_entries_of_other_code_are_not_carried_and_carried_ones_are_dropped(two_caches, monkeypatch):
+def test_entries_of_other_code_are_not_carried_and_carried_ones_are_kept_unless_pruned(two_caches, monkeypatch):
+    """Before: a save from a checkout whose stage code differed (one added comment) removed every
+    carried entry without asking, losing uncommitted results."""
     _there, folder = two_caches
     carry.save(CHAPTER, folder)
     real = cache.fingerprint
@@ -70,8 +72,69 @@ def test_entries_of_other_code_are_not_carried_and_carried_ones_are_dropped(two_
     monkeypatch.setattr(cache, "fingerprint", moved_on)
     assert not any(e.current for e in carry.entries(folder, CHAPTER))
     out = carry.save(CHAPTER, folder)
-    assert out["saved"] == 0 and out["not current, left"] == 3 and out["removed from the carry folder"] == 3
-    assert not list(folder.glob("*/*.pt"))
+    assert out["saved"] == 0 and out["not current, left"] == 3 and out["removed from the carry folder"] == 0
+    assert out["not current, kept (prune removes)"] == 3 and len(list(folder.glob("*/*.pt"))) == 3
+    out = carry.save(CHAPTER, folder, prune=True)
+    assert out["removed from the carry folder"] == 3 and not list(folder.glob("*/*.pt"))
+
+
+def test_a_swapped_entry_is_never_served_under_the_other_name(two_caches, monkeypatch):
+    """Before: two entries whose files were swapped (a rename, a merge fix) were each served as
+    the other, with no warning."""
+    there, folder = two_caches
+    carry.save(CHAPTER, folder)
+    a, b = sorted(folder.glob("*/*.pt"))[:2]
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+    with pytest.warns(cache.CacheCorruptionWarning, match="records experiment .* but sits at"):
+        listed = carry.entries(folder, CHAPTER)
+    assert sum(not e.current for e in listed) == 2
+    assert {p.name for p in folder.glob("*/*")} == {p.name for p in folder.glob("*/*.pt")}  # nothing renamed
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    with pytest.warns(cache.CacheCorruptionWarning):
+        assert carry.load(CHAPTER, folder)["loaded"] == 1
+    # and in the cache itself: a swapped entry is moved aside and recomputed, never served
+    here = there / f"{CHAPTER}-boston_fits"
+    x, y = sorted(here.glob("*.pt"))[:1] + [here / a.name]
+    y.write_bytes(x.read_bytes())
+    with pytest.warns(cache.CacheCorruptionWarning, match="another entry's result under this name"):
+        ok, _value, _meta = cache._load(y)
+    assert not ok and (here / (a.name + ".corrupt")).exists()
+
+
+def test_listing_a_carry_folder_changes_no_file(two_caches):
+    """Before: `carry list` renamed a corrupt carried file inside the tracked carry/ folder."""
+    _there, folder = two_caches
+    carry.save(CHAPTER, folder)
+    victim = min(folder.glob("*/*.pt"))
+    victim.write_bytes(victim.read_bytes()[:-5])
+    before = sorted(p.name for p in folder.rglob("*"))
+    with pytest.warns(cache.CacheCorruptionWarning):
+        assert carry.main(["list", CHAPTER, "--dir", str(folder)]) == 0
+    assert sorted(p.name for p in folder.rglob("*")) == before
+
+
+def test_a_misspelt_chapter_is_an_error_naming_the_valid_ones(two_caches, capsys):
+    """Before: save, load and list of a misspelt chapter exited 0 ("saved": 0)."""
+    _there, folder = two_caches
+    for action in ("save", "load", "list"):
+        with pytest.raises(SystemExit) as exit_:
+            carry.main([action, "04_constrained_model", "--dir", str(folder)])
+        assert exit_.value.code == 2
+        assert "unknown chapter '04_constrained_model'; valid chapters: 00_symmetries" in capsys.readouterr().err
+
+
+def test_a_conflicted_carried_pieces_file_fails_before_anything_is_copied(two_caches, monkeypatch):
+    """Before: a raw JSONDecodeError naming no file, after entries had been copied into the cache."""
+    there, folder = two_caches
+    carry.save(CHAPTER, folder)
+    pieces.pieces_path(CHAPTER, folder).parent.mkdir(parents=True, exist_ok=True)
+    pieces.pieces_path(CHAPTER, folder).write_text("<<<<<<< HEAD\n[]\n=======\n[]\n>>>>>>> other\n")
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    with pytest.raises(ValueError, match=f"{CHAPTER}.* is not valid JSON"):
+        carry.load(CHAPTER, folder)
+    assert not list(there.glob("*/*.pt"))
 
 
 def test_a_corrupted_carried_entry_is_not_loaded(two_caches, monkeypatch):
