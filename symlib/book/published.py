@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import shutil
 import sys
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,8 +43,8 @@ from symlib.book.provenance import (
 )
 from symlib.book.results import outcome, results_dir
 
-__all__ = ["TIER", "TIERS", "chains_path", "glue_key", "load", "lost_path", "pieces_minutes", "progress_path",
-           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "restarted", "staleness",
+__all__ = ["INTEGRITY", "TIER", "TIERS", "DamagedRecordWarning", "chains_path", "damage", "glue_key", "integrity", "load", "lost_path", "pieces_minutes", "progress_path",
+           "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "restarted", "seal", "staleness",
            "tier_summary", "verdicts_by_tier", "write_chains"]
 
 TIER = "full"
@@ -99,11 +101,45 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
 
 
 def _write(out: Path, record: dict) -> Path:
-    """Write a published record whole or not at all (a temporary file, then a rename)."""
+    """Write a published record whole or not at all (a temporary file, then a rename), sealed
+    with its :func:`integrity` digest."""
+    record = {**record, INTEGRITY: integrity(record, out.parent / out.stem)}
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, allow_nan=False))
     tmp.replace(out)
     return out
+
+
+INTEGRITY = "integrity"
+"""The field of a published record holding the digest of what it asserts (:func:`integrity`)."""
+
+
+def integrity(record: dict, figures: Path | None = None) -> str:
+    """The SHA-256 of everything a published record asserts: every field but this digest (its
+    tables, claims and verdicts, errata, robustness, profile values and provenance) and the
+    bytes of each figure it names (in ``figures``, its folder beside the record). Written by
+    every writer (:func:`_write`), checked by every reader (:func:`damage`)."""
+    h = hashlib.sha256()
+    body = {k: v for k, v in record.items() if k != INTEGRITY}
+    h.update(json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":")).encode())
+    for name in record.get("figures") or []:
+        path = Path(figures) / name if figures is not None else None
+        h.update(name.encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest() if path is not None and path.is_file() else b"missing")
+    return h.hexdigest()
+
+
+def damage(record: dict, figures: Path | None = None) -> str:
+    """Why a published record fails its integrity check (``""`` when it passes): no digest, or
+    one that does not match what the record now asserts (a changed number or verdict, a bad
+    merge, a replaced figure)."""
+    recorded = record.get(INTEGRITY)
+    if not recorded:
+        return "it carries no integrity digest (written before records were sealed, or edited by hand)"
+    if recorded != integrity(record, figures):
+        return ("its integrity digest does not match what it asserts: a table, claim, verdict, profile value or "
+                "figure was changed after it was published (restore it from git, or publish the run again)")
+    return ""
 
 
 def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tuple[str, str, str]]:
@@ -121,7 +157,15 @@ def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tup
         for path in sorted(folder.glob("*.json")):
             if chapters and path.stem not in chapters:
                 continue
-            record = json.loads(path.read_text())
+            try:
+                record = json.loads(path.read_text())
+            except (ValueError, UnicodeDecodeError) as err:
+                raise ValueError(f"published record {path} is not valid JSON ({err}); restore it from git "
+                                 "(`git checkout -- FILE`) or publish the run again") from None
+            if why := damage(record, path.parent / path.stem):
+                if record.get(INTEGRITY):   # a record sealed and then changed is not re-sealed by a rehash
+                    done.append((path.stem, tier, f"left: {why}"))
+                    continue
             old = _scheme(record.get("provenance") or {})
             new = rehashed(record)
             if new is not record:
@@ -307,7 +351,31 @@ def load(chapter: str, directory: Path | None = None, *, tier: str = TIER) -> di
         record = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
         raise ValueError(f"published record {path} is not valid JSON ({err}); {fix}") from None
+    if why := damage(record, path.parent / chapter):
+        warnings.warn(f"published record {path} is damaged: {why}", DamagedRecordWarning, stacklevel=2)
+        record["damaged"] = why
     return record
+
+
+class DamagedRecordWarning(UserWarning):
+    """A published record failed its integrity check (:func:`damage`): it is shown as damaged."""
+
+
+def seal(tiers=None, dest_root: Path | None = None) -> list[tuple[str, str, str]]:
+    """Write the integrity digest into published records that carry none (records published
+    before records were sealed); a sealed record is left as it is, checked."""
+    done = []
+    for tier in tiers or TIERS:
+        folder = Path(dest_root) / _check_tier(tier) if dest_root is not None else published_dir(tier)
+        for path in sorted(folder.glob("*.json")):
+            record = json.loads(path.read_text())
+            if record.get(INTEGRITY):
+                why = damage(record, path.parent / path.stem)
+                done.append((path.stem, tier, f"damaged: {why}" if why else "sealed already, intact"))
+                continue
+            _write(path, record)
+            done.append((path.stem, tier, "sealed"))
+    return done
 
 
 def staleness(record: dict, current_profile, notebook: Path | None = None) -> list[str]:
@@ -329,6 +397,8 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
     prov = record.get("provenance") or {}
     if current_profile is None:
         return ["this version has no `full` profile for the chapter"]
+    if record.get("damaged"):
+        return [f"damaged: {record['damaged']}"]
     notebook = _notebook(record, notebook)
     reasons = []
     scheme = _scheme(prov)
@@ -616,7 +686,12 @@ def main(argv=None) -> None:
                                           "hash scheme, in place (nothing is computed)")
     again.add_argument("chapters", nargs="*", help="default: every published chapter")
     again.add_argument("--tier", choices=TIERS, help="default: both tiers")
+    sub.add_parser("seal", help="write the integrity digest into published records that carry none")
     args = parser.parse_args(argv)
+    if args.command == "seal":
+        for chapter, tier, what in seal():
+            print(f"[symlib] {tier}/{chapter}: {what}")
+        return
     if args.command == "rehash":
         for chapter, tier, what in rehash(args.chapters, [args.tier] if args.tier else None):
             print(f"[symlib] {tier}/{chapter}: {what}")

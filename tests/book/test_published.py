@@ -432,3 +432,56 @@ def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_reco
 def test_no_change_restarts_a_published_run_in_progress_unrecorded():
     for tier in pub.TIERS:
         assert pub.restarted(tier) == []
+
+
+# --- integrity: every published record is sealed with a digest of what it asserts -------------
+
+def test_every_published_record_passes_its_integrity_check():
+    """A bad merge of published/*/*.json, or a number changed by hand, fails here."""
+    for tier in pub.TIERS:
+        for path in sorted(pub.published_dir(tier).glob("*.json")):
+            record = json.loads(path.read_text())
+            assert pub.damage(record, path.parent / path.stem) == "", path
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda r: r["tables"][next(iter(r["tables"]))]["rows"][0].__setitem__(0, "9.99"),   # a table number
+    lambda r: r["claims"][0]["verdicts"]["reproduced"].__setitem__("holds", False),     # a flipped verdict
+    lambda r: r["provenance"].__setitem__("profile_values", {"n": 1}),                  # profile values, old hash
+])
+def test_a_tampered_record_is_shown_as_damaged_never_current(tmp_path, tamper):
+    """Before: a changed number, a flipped `holds` or changed profile values under the old
+    profile hash all read as current."""
+    config = _run(tmp_path)
+    results = tmp_path / "results" / "01_ortho_skip.json"
+    record = json.loads(results.read_text())
+    record["tables"] = {"t": {"caption": "", "source": "", "columns": ["x"], "rows": [["1.0"]]}}
+    results.write_text(json.dumps(record))
+    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+                dest=tmp_path / "published")
+    path = tmp_path / "published" / "01_ortho_skip.json"
+    intact = pub.load("01_ortho_skip", tmp_path / "published")
+    assert "damaged" not in intact and pub.staleness(intact, config) == []
+    record = json.loads(path.read_text())
+    tamper(record)
+    path.write_text(json.dumps(record))
+    with pytest.warns(pub.DamagedRecordWarning, match="does not match what it asserts"):
+        damaged = pub.load("01_ortho_skip", tmp_path / "published")
+    assert pub.staleness(damaged, config)[0].startswith("damaged: ")
+
+
+def test_a_replaced_figure_damages_the_record(tmp_path):
+    _run(tmp_path)
+    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+                dest=tmp_path / "published")
+    (tmp_path / "published" / "01_ortho_skip" / "figure-1.png").write_bytes(PNG + b"x")
+    with pytest.warns(pub.DamagedRecordWarning):
+        assert "damaged" in pub.load("01_ortho_skip", tmp_path / "published")
+
+
+def test_rehash_names_an_unparsable_record(tmp_path):
+    """Before: `published rehash` on an unparsable record gave a raw traceback without the file."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "01_ortho_skip.json").write_text('{"chapter": <<<<<<< HEAD')
+    with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON"):
+        pub.rehash(dest_root=tmp_path, tiers=["full"])
