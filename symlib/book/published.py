@@ -162,10 +162,10 @@ def rehash(chapters=None, tiers=None, dest_root: Path | None = None) -> list[tup
             except (ValueError, UnicodeDecodeError) as err:
                 raise ValueError(f"published record {path} is not valid JSON ({err}); restore it from git "
                                  "(`git checkout -- FILE`) or publish the run again") from None
-            if why := damage(record, path.parent / path.stem):
-                if record.get(INTEGRITY):   # a record sealed and then changed is not re-sealed by a rehash
-                    done.append((path.stem, tier, f"left: {why}"))
-                    continue
+            # a record sealed and then changed is not re-sealed by a rehash
+            if record.get(INTEGRITY) and (why := damage(record, path.parent / path.stem)):
+                done.append((path.stem, tier, f"left: {why}"))
+                continue
             old = _scheme(record.get("provenance") or {})
             new = rehashed(record)
             if new is not record:
