@@ -60,6 +60,7 @@ import torch
 from symlib.book.data import data_hash, shipped_data_fingerprint
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of, stage_code_hash
+from symlib.files import atomic_write
 
 __all__ = [
     "CacheCorruptionWarning",
@@ -482,32 +483,14 @@ def _quarantine(path: pathlib.Path, identity: os.stat_result, reason: str) -> No
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or all of the new one.
+    """Write ``data`` to ``path`` so that readers see either the old file or all of the new one
+    (:func:`symlib.files.atomic_write`; a full disk is reported with the path and the space).
 
     The temporary file is ``.<name>.<pid>.<random>.tmp``: the writer's process id lets
     :func:`remove_stale_tmp` tell the leftover of a killed writer (``kill -9`` runs no cleanup)
     from a write in progress.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # persist the rename itself (POSIX); not possible on every platform
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, data)
 
 
 STALE_TMP_AGE_S = 600.0

@@ -381,6 +381,12 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
             reason = (f"the kernel died, {type(err).__name__}: {err}; out of memory, a crash in "
                       "compiled code (e.g. a damaged compiled Stan model) or a kill")
             raise _failure(name, reason, out, failed, target) from None
+        except SystemExit as err:
+            if err.code == TERMINATED:
+                # killed from outside: the piece is logged as `compute` logs it, its time counted
+                _log_piece(name, profile, seed, device, start, started, "failed",
+                           f"{pieces.TERMINATED} after {time.perf_counter() - start:.0f} s")
+            raise
         executed = nbformat.read(out, as_version=4)
         _report_cache_warnings(name, executed)
         _postprocess(executed)
@@ -883,6 +889,19 @@ def without_stages(chapter, skip) -> object:
     return dataclasses.replace(chapter, stages=kept)
 
 
+def _check_pieces_files(names: list[str]) -> None:
+    """Read each chapter's pieces file before anything runs: a broken one (a merge conflict, a
+    file cut short) fails now, naming it, not after the chapter has computed for hours and its
+    piece could not be logged."""
+    for name in names:
+        if name == "reproducibility":
+            continue
+        try:
+            pieces.read(name)
+        except ValueError as err:
+            raise SystemExit(f"{name}: {err}") from None
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.pipeline", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -917,16 +936,19 @@ def main(argv=None) -> None:
             from symlib.book.cache import CACHED_ONLY_VARIABLE
 
             os.environ[CACHED_ONLY_VARIABLE] = "1"  # the kernels inherit it
-        names = args.chapters or chapters()
+        names = list(dict.fromkeys(args.chapters)) or chapters()  # a name given twice runs once
         for name in names:
             _source(name)  # fail on a typo before running anything
+        _check_pieces_files(names)
         _default_jobs(args.profile, args.device)
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "compute":
+        args.chapters = list(dict.fromkeys(args.chapters))  # a name given twice runs once
         try:
             _declared(args.chapters)  # before the jobs line below, so that a typo prints only the error
         except ValueError as err:
             raise SystemExit(str(err)) from None
+        _check_pieces_files(args.chapters)
         _default_jobs(args.profile, args.device)
         if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device, skip=tuple(args.skip)):
             sys.exit(BUDGET_EXIT)

@@ -40,9 +40,9 @@ Public: :class:`ResumableResult`, :class:`BudgetExhausted`, :class:`Accumulator`
 
 from __future__ import annotations
 
+import io
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +53,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from symlib.files import atomic_write
 from symlib.inference import hmc
 from symlib.inference.capture import capture as _capture
 
@@ -200,17 +201,12 @@ def _transition(state: hmc.HMCState, trajectory, step_size: Tensor,
 
 
 def _write(path: Path, payload: dict) -> None:
+    """Serialise first, then write whole or not at all: a full disk is reported with the path and
+    the space needed (:func:`symlib.files.atomic_write`), not as torch's zip-writer failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write(path, buffer.getvalue(), tmp_prefix=path.name + ".")
 
 
 def _nbytes(obj) -> int:

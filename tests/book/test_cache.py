@@ -542,3 +542,37 @@ def test_stale_tmp_files_go_only_when_their_writer_is_dead_and_they_are_old(tmp_
     assert gone == {"dead_old", "legacy_ancient", "top_dead_old"}
     assert sorted(removed) == sorted(files[name][0] for name in gone)
     assert cache.remove_stale_tmp(tmp_path / "missing") == []
+
+
+def test_a_full_disk_names_the_file_and_the_space_and_loses_nothing(tmp_path, monkeypatch):
+    """Before: "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos" from the
+    checkpoint writer, naming neither the file nor the lack of space."""
+    from symlib import files
+    from symlib.inference import hmc_resumable
+
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(b"previous")
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, mode: _FullFile(fd))
+    with pytest.raises(files.DiskFullError, match=r"no space left to write .*checkpoint\.pt: it needs [\d,]+ bytes"):
+        hmc_resumable._write(target, {"x": torch.zeros(10)})
+    assert target.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+    with pytest.raises(files.DiskFullError, match="it needs 1,000,000,000,000,000,000 bytes, [0-9,]+ are free"):
+        files.require_free(tmp_path, 10**18, what="a stage's results")
+
+
+class _FullFile:
+    """A file whose writes fail as on a full disk."""
+
+    def __init__(self, fd):
+        import os as os_
+        os_.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, data):
+        import errno
+        raise OSError(errno.ENOSPC, "No space left on device")

@@ -17,7 +17,7 @@ import papermill
 import pytest
 from joblib.externals.loky import get_reusable_executor
 
-from symlib.book import pipeline
+from symlib.book import pieces, pipeline
 from symlib.book.results import ChapterResults
 
 
@@ -213,6 +213,28 @@ def test_sigterm_exits_cleanly_and_leaves_no_temp_folder(sandbox, monkeypatch):
     assert err.value.code == 128 + signal.SIGTERM
     assert _nb_folders(sandbox) == []
     assert signal.getsignal(signal.SIGTERM) is before
+    # logged as a piece, as `compute` logs one (before: execute logged none)
+    [piece] = pieces.read("00_symmetries")
+    assert piece["outcome"] == "failed" and pieces.TERMINATED in piece["note"]
+
+
+def test_a_broken_pieces_file_fails_before_any_chapter_runs(sandbox, monkeypatch, capsys):
+    """Before: the chapter ran whole, then failed logging its piece (rc 1, no page, no piece)."""
+    calls = fake_papermill(monkeypatch)
+    path = pieces.pieces_path("00_symmetries")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("<<<<<<< HEAD\n[]\n")
+    for command in ("execute", "compute"):
+        with pytest.raises(SystemExit, match=r"00_symmetries: .*pieces.*00_symmetries\.json is not valid JSON"):
+            pipeline.main([command, "--profile", "smoke", "00_symmetries"])
+    assert calls == []
+
+
+def test_a_chapter_named_twice_runs_once(sandbox, monkeypatch):
+    ran = []
+    monkeypatch.setattr(pipeline, "_execute_chapters", lambda names, **kw: ran.extend(names))
+    pipeline.main(["execute", "--profile", "smoke", "00_symmetries", "00_symmetries"])
+    assert ran == ["00_symmetries"]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="process check is POSIX-only")
