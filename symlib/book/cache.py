@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from symlib.book.data import data_hash, shipped_data_fingerprint
+from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of, stage_code_hash
 from symlib.files import atomic_write
@@ -170,7 +171,7 @@ def cached(
         found, value, meta = _load(path)
         if found:
             recorded = _recorded_with(meta)
-            changed = [name for name in ("code", "data") if recorded[f"{name}_hash"] != current[f"{name}_hash"]]
+            changed = _changed(experiment, recorded, current)
             if not changed:
                 _note(experiment, key, recorded)
                 return value
@@ -266,6 +267,18 @@ def _note(experiment: str, key: str, hashes: dict) -> None:
             "data_hash": hashes.get("data_hash"),
             "seq": _sequence,
         }
+
+
+def _changed(experiment: str, recorded: dict, current: dict) -> list[str]:
+    """``"code"`` and/or ``"data"`` where an entry's recorded hashes differ from this checkout's;
+    code proven to compute the same numbers (:func:`symlib.book.equivalence.equivalent`) is not
+    a change."""
+    changed = []
+    if not equivalent(experiment, recorded["code_hash"], current["code_hash"]):
+        changed.append("code")
+    if recorded["data_hash"] != current["data_hash"]:
+        changed.append("data")
+    return changed
 
 
 def _recorded_with(meta: dict) -> dict:

@@ -152,7 +152,7 @@ def _entry(path: pathlib.Path, chapter: str, prints: dict, *, quarantine: bool =
     if experiment not in prints:       # hashing the code takes a second or two: once per experiment
         prints[experiment] = cache.fingerprint(experiment)
     recorded, now = cache._recorded_with(meta), prints[experiment]
-    changed = [name for name in ("code", "data") if recorded[f"{name}_hash"] != now[f"{name}_hash"]]
+    changed = cache._changed(experiment, recorded, now)
     why = "current" if not changed else f"computed with other {' and '.join(changed)}"
     return Entry(path, experiment, key, path.stat().st_size, not changed, why)
 

@@ -35,6 +35,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root
 
 __all__ = [
@@ -80,7 +81,7 @@ def chapter_package_dir(config) -> Path | None:
 RENDERING_ONLY = frozenset(
     f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths",
                                      "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc", "pieces", "carry",
-                                     "workers", "checkpoints")
+                                     "workers", "checkpoints", "equivalence", "same_numbers")
 )
 """Modules that lay out pages, move files or start worker processes, and change no number or
 verdict of a run: a change to them does not make a published run stale."""
@@ -254,9 +255,10 @@ def stale_code_groups(chapter: str, groups, *, scheme: int = HASH_SCHEME) -> lis
     for group in groups if isinstance(groups, list) else []:
         if not isinstance(group, dict):
             continue
-        nows = sorted({stage_code_hash(s, scheme=scheme) for s in group.get("stages") or [chapter]})
-        if group.get("code_hash") not in nows or len(nows) > 1:
-            out.append((group, ", ".join(nows)))
+        stages = group.get("stages") or [chapter]
+        nows = {s: stage_code_hash(s, scheme=scheme) for s in stages}
+        if not all(equivalent(s, group.get("code_hash"), now) for s, now in nows.items()):
+            out.append((group, ", ".join(sorted(set(nows.values())))))
     return out
 
 

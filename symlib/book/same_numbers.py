@@ -1,0 +1,183 @@
+"""Prove that two versions of the code compute the same numbers for a chapter, and register it.
+
+``python -m symlib.book.same_numbers CHAPTER --from REV [--to REV] [--profiles smoke quick]``
+exports both commits (``git archive``), computes the chapter's stages under each
+(``python -m symlib.book.pipeline compute``, each tree importing its own ``symlib``, each with a
+cache of its own), and compares every cache entry, exactly: the same entries, and in each the
+same tensors, arrays and numbers (NaN equal to NaN). Only when all are identical does it write
+one entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), so that
+cache entries, carried state and published runs computed under the old code stay current. A
+difference is printed and nothing is registered.
+
+It proves what the profiles exercise: the `smoke` and `quick` profiles run every stage of the
+chapter on small sizes; a change that moves numbers only at another profile's sizes (a branch
+on a size) would pass here, so keep to moves, renames and edits of code that computes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from symlib.book import cache, equivalence
+from symlib.book.carry import known_chapters
+from symlib.book.paths import project_root_or_cwd
+
+__all__ = ["compare_caches", "identical", "main", "prove"]
+
+PROFILES = ("smoke", "quick")
+"""The profiles computed under both codes by default."""
+
+
+def identical(a, b) -> bool:
+    """Exact equality of two results: tensors and arrays of the same dtype, shape and values
+    (NaN equal to NaN), numbers, strings, and containers of them, recursively; other objects
+    by their attributes."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b) or (
+            a.is_floating_point() and torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0))
+            and torch.equal(a.isnan(), b.isnan())))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        return identical(vars(a), vars(b))
+    return a == b
+
+
+def _entries(root: Path, chapter: str) -> dict[tuple[str, str], Path]:
+    from symlib.book.provenance import chapter_of
+
+    return {(p.parent.name, p.stem): p for p in sorted(root.glob("*/*.pt"))
+            if p.parent.name != "checkpoints" and chapter_of(p.parent.name) == chapter}
+
+
+def compare_caches(old: Path, new: Path, chapter: str) -> tuple[int, list[str], dict[str, str]]:
+    """``(entries compared, differences, {experiment: code hash the old entries record})``."""
+    a, b = _entries(old, chapter), _entries(new, chapter)
+    diffs = [f"only under the old code: {x}/{k}" for x, k in sorted(a.keys() - b.keys())]
+    diffs += [f"only under the new code: {x}/{k}" for x, k in sorted(b.keys() - a.keys())]
+    hashes: dict[str, str] = {}
+    for place in sorted(a.keys() & b.keys()):
+        ok_a, value_a, meta_a = cache._load(a[place], quarantine=False)
+        ok_b, value_b, _ = cache._load(b[place], quarantine=False)
+        if not (ok_a and ok_b):
+            diffs.append(f"unreadable: {place[0]}/{place[1]}")
+            continue
+        hashes[place[0]] = meta_a["computed_with"]["code_hash"]
+        if not identical(value_a, value_b):
+            diffs.append(f"different: {place[0]}/{place[1]}")
+    return len(a.keys() & b.keys()), diffs, hashes
+
+
+def _export(rev: str, into: Path) -> str:
+    """The checkout's commit ``rev`` written under ``into``; returns its full hash."""
+    root = project_root_or_cwd()
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                            capture_output=True, text=True, check=False)
+    if commit.returncode:
+        raise ValueError(f"no commit {rev!r} in {root}: {commit.stderr.strip()}")
+    tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit.stdout.strip()],
+                         capture_output=True, check=True)
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return commit.stdout.strip()
+
+
+def _run(tree: Path, args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+                          capture_output=True, text=True, check=False)
+
+
+def _stage_hashes(tree: Path, chapter: str, env: dict) -> dict[str, str]:
+    code = ("import json, sys\nfrom symlib.book.provenance import stage_code_hash, stage_experiments\n"
+            f"print(json.dumps({{e: stage_code_hash(e) for e in stage_experiments({chapter!r})}}))")
+    out = _run(tree, ["-c", code], env)
+    if out.returncode:
+        raise RuntimeError(f"stage code hashes in {tree}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILES, seed: int = 0,
+          register: bool = True) -> dict:
+    """Compute ``chapter``'s stages under both commits in ``profiles`` and compare every entry;
+    register the stage hashes as equivalent where all are identical. Returns what was compared."""
+    with tempfile.TemporaryDirectory(prefix="symlib-same-") as tmp:
+        tmp = Path(tmp)
+        old_commit, new_commit = _export(old_rev, tmp / "old"), _export(new_rev, tmp / "new")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SYMLIB_")}
+        if "SYMLIB_DATA" in os.environ:
+            env["SYMLIB_DATA"] = os.environ["SYMLIB_DATA"]
+        n, diffs = 0, []
+        for profile in profiles:
+            for side in ("old", "new"):
+                side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
+                            "SYMLIB_RESULTS": str(tmp / f"results-{side}-{profile}")}
+                print(f"[symlib] {chapter}: computing the {profile} stages under the {side} code "
+                      f"({(old_commit if side == 'old' else new_commit)[:12]}) ...", flush=True)
+                out = _run(tmp / side, ["-m", "symlib.book.pipeline", "compute", "--profile", profile, "--seed",
+                                        str(seed), "--device", "cpu", chapter], side_env)
+                if out.returncode:
+                    raise RuntimeError(f"{chapter} {profile} under the {side} code failed:\n{out.stderr[-3000:]}")
+            count, found, _ = compare_caches(tmp / f"cache-old-{profile}", tmp / f"cache-new-{profile}", chapter)
+            n += count
+            diffs += [f"{profile}: {d}" for d in found]
+        old_hashes, new_hashes = _stage_hashes(tmp / "old", chapter, env), _stage_hashes(tmp / "new", chapter, env)
+    result = {"chapter": chapter, "from": old_commit, "to": new_commit, "profiles": list(profiles),
+              "entries compared": n, "differences": diffs, "registered": []}
+    if diffs or n == 0 or not register:
+        return result
+    evidence = (f"{chapter}: every stage computed under the code of {old_commit[:12]} and of {new_commit[:12]} in "
+                f"profiles {', '.join(profiles)} (seed {seed}, CPU, {platform.machine()} Linux, torch {torch.__version__}); "
+                f"all {n} cache entries identical (every tensor, array and number equal)")
+    pairs = [(x, old_hashes[x], new_hashes[x]) for x in sorted(new_hashes) if x in old_hashes]
+    result["registered"] = equivalence.add(pairs, evidence)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m symlib.book.same_numbers", description=__doc__.splitlines()[0])
+    p.add_argument("chapter")
+    p.add_argument("--from", dest="old", required=True, metavar="REV", help="the commit whose numbers are kept")
+    p.add_argument("--to", dest="new", default="HEAD", metavar="REV", help="the new code (default HEAD)")
+    p.add_argument("--profiles", nargs="+", default=list(PROFILES))
+    p.add_argument("--dry-run", action="store_true", help="compare only; register nothing")
+    args = p.parse_args(argv)
+    if args.chapter not in (valid := known_chapters()):
+        p.error(f"unknown chapter {args.chapter!r}; valid chapters: {', '.join(valid)}")
+    try:
+        result = prove(args.chapter, args.old, args.new, profiles=tuple(args.profiles), register=not args.dry_run)
+    except (ValueError, RuntimeError) as err:
+        print(f"[symlib] {err}", file=sys.stderr)
+        return 1
+    print(json.dumps({k: v for k, v in result.items() if k != "registered"}, indent=1))
+    if result["differences"]:
+        print(f"[symlib] {args.chapter}: the two codes compute different numbers; nothing registered", file=sys.stderr)
+        return 1
+    print(f"[symlib] {args.chapter}: {result['entries compared']} entries identical; "
+          f"{len(result['registered'])} equivalences registered in {equivalence.registry_path()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

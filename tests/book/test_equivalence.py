@@ -1,0 +1,99 @@
+"""Code changes proven not to move numbers (symlib.book.equivalence, symlib.book.same_numbers):
+the registry, its use by the cache and by published staleness, and the exact comparison."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from symlib.book import cache, equivalence, same_numbers
+from symlib.book.cache import cached
+from symlib.book.provenance import stale_code_groups
+
+EXP = "04_constrained_models-boston_fits"
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    path = tmp_path / "published" / equivalence.REGISTRY_NAME
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: path)
+    return path
+
+
+def test_equivalence_is_the_same_hash_or_a_chain_of_proven_pairs(registry):
+    assert equivalence.equivalent(EXP, "a", "a") and not equivalence.equivalent(EXP, "a", "b")
+    equivalence.add([(EXP, "a", "b"), (EXP, "b", "c")], "made up")
+    assert equivalence.equivalent(EXP, "a", "c") and equivalence.equivalent(EXP, "c", "a")  # both ways, chained
+    assert not equivalence.equivalent("03_sgm_vi-toy", "a", "c")                                # per experiment
+    assert not equivalence.equivalent(EXP, None, "a")
+    assert equivalence.add([(EXP, "a", "b")], "again") == []                                    # not added twice
+    registry.write_text("[{")
+    with pytest.raises(ValueError, match=f"{registry.name} is not valid JSON"):
+        equivalence.entries()
+
+
+def test_the_cache_serves_an_entry_of_proven_equivalent_code_and_recomputes_otherwise(registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    real = cache.fingerprint
+    cached(EXP, "1", {"fit": 0}, lambda: {"mse": 0.5})
+    old = real(EXP)["code_hash"]
+    monkeypatch.setattr(cache, "fingerprint", lambda e: real(e) | {"code_hash": "new0000000000000"})
+    assert cached(EXP, "1", {"fit": 0}, lambda: {"mse": 9.0}) == {"mse": 9.0}       # other code: recomputed
+    cached(EXP, "1", {"fit": 1}, lambda: {"mse": 0.25})
+    monkeypatch.setattr(cache, "fingerprint", lambda e: real(e) | {"code_hash": "newer00000000000"})
+    equivalence.add([(EXP, "new0000000000000", "newer00000000000")], "made up")
+    assert cached(EXP, "1", {"fit": 1}, lambda: pytest.fail("recomputed")) == {"mse": 0.25}  # proven: served
+    assert old  # the real hash is another: no entry joins it
+
+
+def test_published_numbers_of_proven_equivalent_code_are_current(registry):
+    from symlib.book.provenance import stage_code_hash
+
+    now = stage_code_hash(EXP)
+    group = {"code_hash": "old0000000000000", "stages": [EXP]}
+    assert stale_code_groups("04_constrained_models", [group])
+    equivalence.add([(EXP, "old0000000000000", now)], "made up")
+    assert stale_code_groups("04_constrained_models", [group]) == []
+
+
+def test_identical_is_exact():
+    nan = float("nan")
+    a = {"x": torch.tensor([1.0, nan]), "y": np.array([1, 2]), "z": [0.5, (nan, "s")]}
+    assert same_numbers.identical(a, {"x": torch.tensor([1.0, nan]), "y": np.array([1, 2]), "z": [0.5, (nan, "s")]})
+    assert not same_numbers.identical(a["x"], torch.tensor([1.0, 2.0]))
+    assert not same_numbers.identical(torch.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64))
+    assert not same_numbers.identical(np.array([1, 2]), np.array([1.0, 2.0]))
+    assert not same_numbers.identical(0.1 + 0.2, 0.3)
+    assert not same_numbers.identical({"a": 1}, {"a": 1, "b": 2})
+
+
+def test_two_caches_are_compared_entry_by_entry(tmp_path, monkeypatch):
+    for side, value in (("old", 0.5), ("new", 0.5)):
+        monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / side))
+        cached(EXP, "1", {"fit": 0}, lambda v=value: {"mse": torch.tensor(v)})
+        cached(EXP, "1", {"fit": 1}, lambda: {"mse": torch.tensor(1.0)})
+    n, diffs, hashes = same_numbers.compare_caches(tmp_path / "old", tmp_path / "new", "04_constrained_models")
+    assert n == 2 and diffs == [] and set(hashes) == {EXP}
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "new"))
+    cached(EXP, "1", {"fit": 1}, lambda: {"mse": torch.tensor(1.0 + 1e-12, dtype=torch.float64)}, refresh=True)
+    cached(EXP, "1", {"fit": 2}, lambda: {"mse": torch.tensor(2.0)})
+    n, diffs, _ = same_numbers.compare_caches(tmp_path / "old", tmp_path / "new", "04_constrained_models")
+    assert n == 2 and len(diffs) == 2 and any(d.startswith("different: ") for d in diffs)
+    assert any(d.startswith("only under the new code: ") for d in diffs)
+
+
+def test_the_command_refuses_an_unknown_chapter_and_revision(capsys):
+    with pytest.raises(SystemExit):
+        same_numbers.main(["04_constrained_model", "--from", "HEAD"])
+    assert "valid chapters: 00_symmetries" in capsys.readouterr().err
+    assert same_numbers.main(["04_constrained_models", "--from", "no-such-rev", "--dry-run"]) == 1
+    assert "no commit 'no-such-rev'" in capsys.readouterr().err
+
+
+def test_the_registry_shipped_is_valid():
+    for entry in equivalence.entries():
+        assert entry["evidence"] and entry["from"] != entry["to"]
+    json.dumps(equivalence.entries())
