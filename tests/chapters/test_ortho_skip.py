@@ -212,9 +212,10 @@ def test_the_two_columns_are_gated_by_their_own_preconditions():
     for cid in SINC_CLAIMS:
         c = v[cid]
         assert c.holds is None and "KL annealing" in c.verdict and "8,000 of 200,000 steps" in c.verdict, c.verdict
-        # quick runs no sensitivity sweep: the contract's sweep gate is the robust column's only failure
-        assert [p.name for p in c.failed(Column.ROBUST)] == ["sweep"]
-        c = dataclasses.replace(c, preconditions=tuple(p for p in c.preconditions if p.name != "sweep"))
+        # one seed: a robust "holds" needs three, and the sweep's readings are not judged either
+        assert [p.name for p in c.failed(Column.ROBUST)] == ["replicates", "sweep"]
+        c = dataclasses.replace(c, preconditions=tuple(p for p in c.preconditions
+                                                       if p.name not in ("sweep", "replicates")))
         assert c.robust is True and c.column_verdict(Column.ROBUST) == "holds"
         assert c.verdicts["reproduced"]["holds"] is None and c.verdicts["robust"]["holds"] is True
         assert [p["name"] for p in c.verdicts["robust"]["preconditions"]] == ["plateau", "plateau"]
@@ -223,10 +224,11 @@ def test_the_two_columns_are_gated_by_their_own_preconditions():
     (protocol,) = [p for p in _verdicts(_made_up())["plain-underfits"].preconditions if p.name == "protocol"]
     assert protocol.met and protocol.column is Column.REPRODUCED
     assert protocol.measured.startswith("8,000 of 200,000 steps (4%), 8 of 64 MC samples per step")
-    # the criterion is one: a claim that does not hold fails in both columns alike
+    # the criterion is one: a claim that does not hold fails in both columns alike; with every
+    # robust precondition met, its own setting refutes it there, unjudged readings notwithstanding
     fails = _verdicts(_made_up(skip={"train_rmse": 0.3}))["plain-underfits"]
-    fails = dataclasses.replace(fails, preconditions=tuple(p for p in fails.preconditions if p.name != "sweep"))
-    assert fails.holds is False and fails.robust is False
+    assert fails.holds is False and fails.robust is False and fails.column_verdict(Column.ROBUST) == "does not hold"
+    assert fails.robust_refuted.startswith("this run's setting")
 
 
 def test_every_reproduced_gate_cites_the_paper():
@@ -235,13 +237,16 @@ def test_every_reproduced_gate_cites_the_paper():
             columns = {p.name: p.column for p in c.preconditions}
             if c.kind is Kind.CLAIM:
                 gate = {"profile": Column.BOTH} if not results.config.judge else {}  # the smoke gate
-                assert columns == {"protocol": Column.REPRODUCED, "plateau": Column.ROBUST, "sweep": Column.ROBUST, **gate}
+                seeds = {"replicates": Column.ROBUST} if c.criterion_holds else {}  # only a "holds" needs seeds
+                assert columns == {"protocol": Column.REPRODUCED, "plateau": Column.ROBUST, "sweep": Column.ROBUST,
+                                   **gate, **seeds}
             else:
                 assert columns == {"mc_error": Column.BOTH}
             for p in c.preconditions:
                 if p.gates(Column.REPRODUCED) and p.name != "profile":  # the smoke gate is the lead's
                     assert p.source, (c.id, p.name)
     assert "Sec. 4" in ch1_claims.PAPER_PROTOCOL and "200.000" in ch1_claims.PAPER_PROTOCOL
+    assert "NOTES" not in ch1_claims.PAPER_PROTOCOL and "N(0, 1)" not in ch1_claims.PAPER_PROTOCOL  # Sec. 4: isotropic
 
 
 def test_erratum_names_the_printed_bound():
@@ -269,19 +274,23 @@ def test_robustness_sweeps_report_which_choice_flips_a_verdict():
     assert list(tables) == SINC_CLAIMS  # one sweep per sinc claim; the gap check has none
     t = tables["plain-underfits"]
     assert list(t.columns) == ["choice", "setting", "verdict", "robust verdict", "failed preconditions", "ours"]
-    assert t["choice"].tolist() == ["as run", "learning rate", "noise model", "KL annealing"]
-    assert t["setting"].tolist() == ["this profile", "learning_rate = 0.01", "learn_noise = True",
-                                     "anneal_fraction = 0.0"]
-    assert t["verdict"].tolist() == ["does not hold", "holds", "does not hold", "not judged"]
-    assert t["robust verdict"].tolist() == ["does not hold", "holds", "not judged", "does not hold"]
-    assert "ELBO of plain" in t["failed preconditions"].iloc[2] and "[robust]" in t["failed preconditions"].iloc[2]
-    assert "departs from the paper in: KL annealed" in t["failed preconditions"].iloc[3]
-    assert "[reproduced]" in t["failed preconditions"].iloc[3]
-    assert depends_on(t) == ("depends on learning rate; holds with learning_rate = 0.01; "
+    relative = "fit: the ortho-skip BNN's train RMSE below the plain BNN's (no threshold)"
+    # the run's own setting, its other reading on the same fits, then the sweep's settings
+    assert t["choice"].tolist() == ["as run", "reading", "learning rate", "noise model", "KL annealing"]
+    assert t["setting"].tolist() == ["this profile; fit: train RMSE ≤ 1.1 × the noise floor", relative,
+                                     "learning_rate = 0.01", "learn_noise = True", "anneal_fraction = 0.0"]
+    assert t["verdict"].tolist() == ["does not hold", "holds", "holds", "does not hold", "not judged"]
+    # a "holds" on one seed is not judged in the robust column (three seeds); a failure is
+    assert t["robust verdict"].tolist() == ["does not hold", "not judged", "not judged", "not judged", "does not hold"]
+    assert "replicates: 1 [robust]" in t["failed preconditions"].iloc[1]
+    assert "ELBO of plain" in t["failed preconditions"].iloc[3] and "[robust]" in t["failed preconditions"].iloc[3]
+    assert "departs from the paper in: KL annealed" in t["failed preconditions"].iloc[4]
+    assert "[reproduced]" in t["failed preconditions"].iloc[4]
+    assert depends_on(t) == (f"depends on reading, learning rate; holds with {relative}, learning_rate = 0.01; "
                              "not judged with anneal_fraction = 0.0")
     assert depends_on(tables["plain-collapses-to-prior"]) == (
         "holds under every setting judged; not judged with anneal_fraction = 0.0")
-    assert depends_on(t.iloc[3:]) == "not judged under any setting tried"
+    assert depends_on(t.iloc[4:]) == "not judged under any setting tried"
     unjudged_run = pd.DataFrame({"choice": ["as run", "learning rate", "noise model"],
                                  "setting": ["this profile", "lr = 1", "learn_noise = True"],
                                  "verdict": ["not judged", "holds", "does not hold"]})
@@ -293,17 +302,100 @@ def test_robustness_sweeps_report_which_choice_flips_a_verdict():
     assert "robustness" not in claims["gap-bounded"].ours
     # a setting under the smoke profile is gated like the ledger's claims
     smoke_rows = _sweep_frames(_made_up(judge=False, robustness=sweep))["plain-underfits"]
-    assert smoke_rows["verdict"].tolist() == ["not judged"] * 4
-    assert smoke_rows["robust verdict"].tolist() == ["not judged"] * 4
+    assert smoke_rows["verdict"].tolist() == ["not judged"] * 5
+    assert smoke_rows["robust verdict"].tolist() == ["not judged"] * 5
     assert all("profile: no: sized to test the code" in f for f in smoke_rows["failed preconditions"])
 
 
-def test_a_profile_that_sweeps_nothing_records_no_robustness():
-    results = _made_up()  # quick sweeps nothing
+def test_a_profile_that_sweeps_no_setting_still_judges_every_reading():
+    results = _made_up()  # no setting swept
     assert not results.config.robustness
-    claims = CHAPTER.judged_claims(results)
-    assert not any("robustness" in c.ours for c in claims)
-    assert all(CHAPTER.sweep_frame(s, results) is None for s in CHAPTER.sweeps)  # nothing stored
+    frames = _sweep_frames(results)
+    for cid, frame in frames.items():
+        assert frame["choice"].tolist() == ["as run"] + ["reading"] * (len(ch1_claims.READINGS[cid]) - 1)
+        assert frame["setting"].tolist()[1:] == [w for _, w in ch1_claims.READINGS[cid][1:]]
+    claims = _verdicts(results)
+    assert all(claims[cid].ours.endswith(f"robustness: {depends_on(frames[cid])}") for cid in SINC_CLAIMS)
+    assert "robustness" not in claims["gap-bounded"].ours
+
+
+def test_each_reading_on_made_up_results():
+    """The readings the paper's words allow (READINGS), each judged on the same fits."""
+    def judged(reading, **kw):
+        (cid,) = reading
+        return {c.id: c for c in ch1_claims.claims(_made_up(**kw), reading)}[cid].holds
+
+    # the skip net underfits too (0.3 > 1.1 x 0.2) but fits better than the plain net (0.35)
+    assert judged({"plain-underfits": "noise floor"}, skip={"train_rmse": 0.3}) is False
+    assert judged({"plain-underfits": "relative"}, skip={"train_rmse": 0.3}) is True
+    assert judged({"plain-underfits": "relative"}, skip={"train_rmse": 0.4}) is False
+    # wider everywhere (level) but growing less away from the data than the plain net (growth)
+    wide = {"epistemic_sd_in": 2.0, "epistemic_sd_out": 1.0}
+    assert judged({"skip-ood-uncertainty": "level"}, skip=wide) is True
+    assert judged({"skip-ood-uncertainty": "growth"}, skip=wide) is False
+    assert judged({"skip-ood-uncertainty": "level and growth"}, skip=wide) is False
+    # most weights of the plain net at the prior (0.9), but more still in the skip net's (0.95)
+    assert judged({"plain-collapses-to-prior": "most weights"}, skip={"share_at_prior": 0.95}) is True
+    assert judged({"plain-collapses-to-prior": "comparative"}, skip={"share_at_prior": 0.95}) is False
+    assert judged({"plain-collapses-to-prior": "most weights"}, plain={"share_at_prior": 0.4}) is False
+    # the ledger's reading is each claim's first, and its criterion names the others
+    for cid, options in ch1_claims.READINGS.items():
+        claim = {c.id: c for c in CHAPTER.judged_claims(_made_up())}[cid]
+        assert f"reading: {options[0][1]}" in claim.criterion
+        assert all(words in claim.criterion for _, words in options[1:])
+
+
+def test_a_failure_under_a_fully_gated_setting_is_a_robust_does_not_hold():
+    """The published `full` run's pattern: the claim fails as run (ELBOs flat) and under two more
+    settings, while one setting's ELBO still moves (not judged there): robust "does not hold"."""
+    def sinc(results):
+        return {k: v for k, v in results["main"].items() if k != "gap"}
+
+    skip_underfits = {"train_rmse": 0.3, "share_at_prior": 0.95}
+    rising = np.linspace(-1e3, -1e2, 80)
+    sweep = {("learning_rate", 6e-3): sinc(_made_up(skip=skip_underfits, elbo_plain=rising)),
+             ("init_sd", 0.1): sinc(_made_up(skip=skip_underfits)),
+             ("n_steps", 80_000): sinc(_made_up(skip=skip_underfits))}
+    claims = _verdicts(_made_up(skip=skip_underfits, robustness=sweep))
+    for cid in ("plain-underfits", "plain-collapses-to-prior"):
+        c = claims[cid]
+        assert c.verdict == "does not hold" and c.column_verdict(Column.ROBUST) == "does not hold", cid
+        assert [p.name for p in c.failed(Column.ROBUST)] == ["sweep"]  # some settings not judged ...
+        # ... yet refuted: as run, and with init_sd and n_steps, every robust precondition met
+        assert c.robust_refuted.startswith("this run's setting") and "init_sd = 0.1" in c.robust_refuted
+        assert "n_steps = 80000" in c.robust_refuted and "learning_rate" not in c.robust_refuted
+        assert c.verdicts["robust"]["refuted_under"] == c.robust_refuted
+        causes = [d.cause.value for d in c.diagnosis]
+        assert causes[:2] == ["budget", "budget"] and "open choice" in causes
+        assert {d.sweep for d in c.diagnosis} >= {"number of steps", "learning rate", "initial posterior sd", "reading"}
+
+
+def test_diagnoses_count_the_budget_per_fit_against_the_paper():
+    """Fractions from the profile against Kurle et al. Sec. 4 (200,000 steps, 64 samples)."""
+    full = dataclasses.replace(_made_up(), config=get_profile("01_ortho_skip", "full"))
+    full.stages["robustness"] = {}
+    got = ch1_claims.diagnoses(full)
+    assert set(got) == set(SINC_CLAIMS)
+    steps, samples, data, reading = got["plain-underfits"]
+    assert steps.cause.value == "budget" and steps.detail.startswith("40,000 of 200,000 full-batch steps per fit (20 %")
+    assert samples.cause.value == "budget" and samples.detail.startswith("16 of 64 Monte Carlo samples per step (25 %)")
+    assert data.cause.value == "data" and "sinc(4x)" in data.detail
+    assert reading.cause.value == "open choice" and reading.sweep == "reading"
+    assert steps.sweep == samples.sweep == ""  # no setting swept in these results: none named
+    # a departure from the paper's protocol is its own diagnosis
+    config = dataclasses.replace(get_profile("01_ortho_skip", "quick"), anneal_fraction=0.0)
+    (departure,) = [d for d in ch1_claims.diagnoses(dataclasses.replace(_made_up(), config=config))["plain-underfits"]
+                    if d.cause.value == "protocol departure"]
+    assert departure.detail.startswith("KL annealed over the first half: 0.0 here, 0.5 in Kurle et al. Sec. 4")
+    # at the paper's budget and protocol, with no departure: the paper's claim fails here
+    paper = dataclasses.replace(_made_up(), config=dataclasses.replace(get_profile("01_ortho_skip", "paper"),
+                                                                         robustness=()))
+    paper.stages["robustness"] = {}
+    causes = [d.cause.value for d in ch1_claims.diagnoses(paper)["plain-underfits"]]
+    assert "budget" not in causes and causes[-1] == "the paper's claim fails here"
+    # every failing claim of a judged ledger carries one (the contract raises otherwise)
+    fails = _verdicts(_made_up(skip={"train_rmse": 0.3}))["plain-underfits"]
+    assert fails.fails and fails.diagnosis
 
 
 def test_smoke_robustness_stage(smoke):
@@ -316,9 +408,9 @@ def test_smoke_robustness_stage(smoke):
     assert lr["reference"] == smoke["main"]["reference"]  # the same data
     assert sweep[("learn_noise", True)]["metrics"][0]["noise_sd"] != pytest.approx(0.2)  # learned
     tables = _sweep_frames(smoke)
-    assert all(len(t) == 1 + len(sweep) for t in tables.values())
+    assert all(len(t) == len(ch1_claims.READINGS[cid]) + len(sweep) for cid, t in tables.items())
     with pytest.raises(ValueError, match="not one of"):
-        stages.robustness_settings(dataclasses.replace(profile, robustness=(("n_steps", 3),)))
+        stages.robustness_settings(dataclasses.replace(profile, robustness=(("hidden_widths", (8,)),)))
 
 
 def test_views_build_from_the_smoke_results(smoke):
@@ -371,10 +463,12 @@ def test_profiles():
     assert quick.hidden_widths == paper.hidden_widths and quick.n_train == paper.n_train
     assert quick.judge and not get_profile("01_ortho_skip", "smoke").judge
     assert {f for f, _ in paper.robustness} == set(ROBUSTNESS_CHOICES)
-    # full: one departure each of learning rate, initial sd and MC samples (issue 28, item 5)
+    # full: twice and a quarter of its steps, and one departure each of learning rate, initial sd
+    # and MC samples; quick: a fifth of its steps, within its time
     full = get_profile("01_ortho_skip", "full")
-    assert [f for f, _ in full.robustness] == ["learning_rate", "init_sd", "n_train_samples"]
+    assert full.robustness == (("n_steps", 80_000), ("learning_rate", 6e-3), ("init_sd", 1e-1),
+                               ("n_train_samples", 8), ("n_steps", 10_000))
     assert all(getattr(full, f) != v for f, v in full.robustness)
-    assert not quick.robustness
+    assert quick.robustness == (("n_steps", 1_600),)
     with pytest.raises(ValueError, match="valid profiles"):
         get_profile("01_ortho_skip", "huge")

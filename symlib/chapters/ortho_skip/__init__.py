@@ -37,6 +37,7 @@ CHAPTER = Chapter(
     stages=STAGES,
     claims=_claims.claims,
     errata=_claims.errata,  # the erratum quotes this run's gap
+    diagnoses=_claims.diagnoses,
     sweeps=_claims.SWEEPS,
     views=VIEWS,
     quotes=QUOTES,

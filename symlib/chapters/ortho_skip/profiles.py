@@ -68,8 +68,9 @@ class OrthoSkipProfile:
     robustness: tuple[tuple[str, object], ...] = ()
     """The sensitivity sweep: one-at-a-time departures ``(field, value)`` from this profile over
     the choices the paper leaves open (learning rate, initial posterior sd, noise model, KL
-    annealing) and the Monte Carlo samples per step. Each reruns the sinc experiment as its own cached stage, and the ledger records
-    every claim's verdict under it. Empty: no sweep."""
+    annealing) and the budget of a fit (Monte Carlo samples per step, number of steps). Each
+    reruns the sinc experiment as its own cached item of stage ``robustness``, and the ledger
+    records every claim's verdict under it. Empty: no sweep."""
 
 
 PROFILES = {
@@ -79,28 +80,32 @@ PROFILES = {
         gap_widths=(1, 2, 3, 1), judge=False,
         robustness=(("learning_rate", 3e-2), ("learn_noise", True)),
     ),
+    # quick sweeps the number of steps only, at a fifth of its own (1,600 steps: about a fifth of
+    # the main fit's time, within the book's time for the chapter); more steps are full's rows
     "quick": OrthoSkipProfile(
         n_steps=8_000, n_train_samples=8, n_test_samples=256, learning_rate=3e-3,
-        gap_samples=4096, n_gap_scales=25,
+        gap_samples=4096, n_gap_scales=25, robustness=(("n_steps", 1_600),),
     ),
     # full: 40,000 of the paper's 200,000 steps with 16 weight samples per step, about 30 min
     # on one CPU core (the published run: 1,766 s of training; quick's 8,000 steps at 8 samples
     # take 3.5 min); the verdicts are given at that budget, and the ELBO-plateau precondition
-    # (robust column) says whether it is enough. The sweep (issue 28, item 5) adds three
-    # one-at-a-time departures, each its own cached item of stage ``robustness`` rerunning the
-    # sinc fits at 40,000 steps: learning rate x3, initial sd x10, half the MC samples. Estimated
-    # from the quick run (5x its steps) and the published full run: ~30 + ~30 + ~20 min = ~80
-    # core-minutes, ~45-60 min of wall time when the pipeline runs two items side by side.
+    # (robust column) says whether it is enough. The sweep adds one-at-a-time departures, each
+    # its own cached item of stage ``robustness``: twice the steps (80,000) and a quarter of
+    # them (10,000), learning rate x3, initial sd x10, half the MC samples. Estimated from the
+    # published full run: ~59 + ~30 + ~30 + ~20 + ~8 min = ~150 core-minutes, ~80 min of wall
+    # time with two items side by side (the longest first), after the main run's ~30.
     "full": OrthoSkipProfile(
         n_steps=40_000, n_train_samples=16, n_test_samples=256, learning_rate=2e-3,
         gap_samples=16_384, n_gap_scales=41, record_every=500,
-        robustness=(("learning_rate", 6e-3), ("init_sd", 1e-1), ("n_train_samples", 8)),
+        robustness=(("n_steps", 80_000), ("learning_rate", 6e-3), ("init_sd", 1e-1), ("n_train_samples", 8),
+                    ("n_steps", 10_000)),
     ),
     "paper": OrthoSkipProfile(
         n_steps=200_000, n_train_samples=64, n_test_samples=256, learning_rate=1e-3,
         gap_samples=16_384, n_gap_scales=41, record_every=1000,
         # the paper states only the annealing (linear over the first half): "none" checks it
         robustness=(("learning_rate", 3e-4), ("learning_rate", 3e-3), ("init_sd", 1e-3), ("init_sd", 1e-1),
-                    ("learn_noise", True), ("anneal_fraction", 0.0), ("n_train_samples", 16)),
+                    ("learn_noise", True), ("anneal_fraction", 0.0), ("n_train_samples", 16),
+                    ("n_steps", 100_000)),
     ),
 }

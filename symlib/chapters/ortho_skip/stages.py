@@ -101,9 +101,11 @@ ROBUSTNESS_CHOICES = {
     "learn_noise": "noise model",
     "anneal_fraction": "KL annealing",
     "n_train_samples": "MC samples",
+    "n_steps": "number of steps",
 }
 """The profile fields the sensitivity sweep may change: the sinc experiment's open choices, and the
-Monte Carlo samples per step (the paper's 64; our profiles run fewer)."""
+budget of a fit: the Monte Carlo samples per step and the number of steps (the paper's 64 and
+200,000; our profiles run fewer)."""
 
 SINC_FIELDS = (
     "hidden_widths", "n_train", "n_test", "n_grid", "x_plot", "frequency", "amplitude", "noise_sd",

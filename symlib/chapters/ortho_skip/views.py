@@ -33,7 +33,7 @@ def settings_frame(results: RunResults):
          f"1-{'x'.join(map(str, cfg.hidden_widths))}-1, SELU"),
         ("data", f"{p.n_train} points, {p.data} + N(0, {p.noise_sd:g}²)",
          f"{cfg.n_train} points, y = {cfg.amplitude:g}·sinc({cfg.frequency:g}x) + N(0, {cfg.noise_sd:g}²)"),
-        ("prior / posterior", p.prior_posterior, "same"),
+        ("prior / posterior", p.prior_posterior, "N(0, 1) / diagonal Gaussian, local reparameterisation"),
         ("likelihood noise", p.noise_model, "learned" if cfg.learn_noise else f"fixed at {cfg.noise_sd:g}"),
         ("iterations (full batch)", f"{p.n_steps:,}", f"{cfg.n_steps:,}"),
         ("MC samples train / test", f"{p.n_train_samples} / {p.n_test_samples}",
