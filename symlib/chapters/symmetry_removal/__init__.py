@@ -14,11 +14,13 @@ from symlib.chapters.symmetry_removal import claims as _claims  # .claims stays 
 from symlib.chapters.symmetry_removal.claims import ERRATA, SECTIONS, ks_min_p
 from symlib.chapters.symmetry_removal.figures import plot_kendall, plot_mass, plot_toy
 from symlib.chapters.symmetry_removal.optunets import (
+    SortKey,
     kendall_tau,
     marginal_ks,
     min_mass_table,
     mode_count_table,
     permutation_changes,
+    sorting_permutation,
     train_optunets,
 )
 from symlib.chapters.symmetry_removal.profiles import PROFILES, SymmetryRemovalProfile
@@ -32,6 +34,7 @@ __all__ = [
     "PROFILES",
     "ROBUSTNESS_CHOICES",
     "STAGE_CODE",
+    "SortKey",
     "SymmetryRemovalProfile",
     "kendall_tau",
     "ks_min_p",
@@ -43,6 +46,7 @@ __all__ = [
     "plot_kendall",
     "plot_mass",
     "plot_toy",
+    "sorting_permutation",
     "toy_posterior",
     "train_optunets",
 ]
@@ -61,6 +65,7 @@ CHAPTER = Chapter(
     sections=SECTIONS,
     judge_field="judge",
     quick_seconds=63,
+    diagnoses=_claims.diagnoses,
 )
 """Chapter 2a, declared: what the notebook, the pipeline and the tests use. Its ``sweeps`` are
 every claim's; a claim that no setting of a profile reruns gets no rows, so no sweep, there."""

