@@ -256,10 +256,20 @@ def test_sweeps_show_both_columns(results):
     assert {"verdict", "robust verdict", "detail", "robust detail"} <= set(frame.columns)
 
 
-def test_full_profile_sweeps_the_mnist_initial_sd_as_cached_entries():
+def test_full_profile_sweeps_the_open_choices_as_cached_entries():
     full = get_profile("03_sgm_vi", "full")
-    assert stages.robustness_items(full) == [("mnist_init_sd", 0.1), ("mnist_init_sd", 1.0)]
-    assert {stages.part_of(field) for field, _ in full.robustness} == {"mnist"}
+    items = stages.robustness_items(full)
+    assert ("mnist_init_sd", 0.1) in items and ("mnist_init_sd", 1.0) in items
+    # Figure 3 under the other readings of u and of q's start; the toy's noise and initialisation
+    assert ("interp_direction", "diagonal") in items and ("interp_init", "component") in items
+    assert {("toy_noise_sd", 0.1), ("toy_noise_sd", 0.5), ("toy_init_mean_sd", 1.0)} <= set(items)
+    assert {stages.part_of(field) for field, _ in full.robustness} == {"interp", "toy", "mnist"}
+    # the run's own readings are the authors' notebook's
+    assert (full.interp_direction, full.interp_init) == ("axis", "unit")
+    # every profile that sweeps a claim's experiment varies what that claim's diagnoses may name
+    for name in ("quick", "full", "paper"):
+        fields = {f for f, _ in get_profile("03_sgm_vi", name).robustness}
+        assert {"interp_direction", "interp_init", "toy_noise_sd", "toy_init_sd", "toy_init_mean_sd"} <= fields, name
 
 
 def test_robustness_items_name_an_experiment():

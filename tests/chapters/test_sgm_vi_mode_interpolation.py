@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 from scipy import optimize
 from torch.distributions import Categorical, Independent, MixtureSameFamily, Normal
@@ -71,3 +72,37 @@ def test_interpolation_ratio_and_threshold():
     assert mi.mode_seeking_threshold(grid, [0.5, 0.52, 0.7, 0.1, 0.0]) == 4.0
     assert mi.mode_seeking_threshold(grid, [np.nan, 0.5, 0.5, 0.95, 0.0]) == 4.0
     assert math.isnan(mi.mode_seeking_threshold(grid, [0.5] * 5))
+
+
+def test_direction_readings():
+    """u = e_1 (the authors' notebook) by default; (1, ..., 1)/sqrt(D) as the other reading."""
+    assert torch.equal(mi.direction(3), torch.tensor([1.0, 0.0, 0.0]))
+    assert torch.allclose(mi.direction(4, kind="diagonal"), torch.full((4,), 0.5))
+    assert torch.equal(mi.direction(1, kind="diagonal"), mi.direction(1))
+    with pytest.raises(ValueError, match="axis"):
+        mi.direction(2, kind="random")
+
+
+def test_fits_start_from_the_given_sd():
+    """With no steps, q is where it starts: N(0, init_sd^2 I), per problem."""
+    a, s = torch.tensor([[1.0], [2.0]]), torch.tensor([[0.25], [2.0]])
+    fit = mi.fit_reverse_kl(a, s, dim=2, n_samples=10, n_steps=0, lr=1e-2,
+                            generator=torch.Generator().manual_seed(0), init_sd=s)
+    assert torch.allclose(fit.sd[..., 0], s) and torch.allclose(fit.sd[..., 1], s)
+    assert torch.equal(fit.mean, torch.zeros(2, 1, 2))
+    unit = mi.fit_reverse_kl(a, s, dim=2, n_samples=10, n_steps=0, lr=1e-2, generator=torch.Generator())
+    assert torch.equal(unit.sd, torch.ones(2, 1, 2))
+
+
+def test_axis_aligned_u_decouples_the_other_coordinates():
+    """With u = e_1 a diagonal q fits coordinates 2..D exactly (mean 0, sd s): the threshold does
+    not depend on D; with the diagonal u every coordinate sees the separation."""
+    a, s = torch.tensor([2.0]), torch.tensor(1.0)
+    gen = torch.Generator().manual_seed(0)
+    fit = mi.fit_reverse_kl(a, s, dim=3, n_samples=2000, n_steps=400, lr=3e-2, generator=gen)
+    assert torch.allclose(fit.mean[0, 1:], torch.zeros(2), atol=0.05)
+    assert torch.allclose(fit.sd[0, 1:], torch.ones(2), atol=0.05)
+    assert abs(fit.mean[0, 0].item() - 1.0) < 0.1                       # the midpoint of 0 and a e_1
+    diag = mi.fit_reverse_kl(a, s, dim=3, n_samples=2000, n_steps=400, lr=3e-2, generator=gen,
+                             u=mi.direction(3, kind="diagonal"))
+    assert torch.allclose(diag.mean[0], torch.full((3,), 1.0 / math.sqrt(3)), atol=0.1)

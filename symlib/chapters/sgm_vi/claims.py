@@ -37,9 +37,11 @@ __all__ = [
     "A_STAR_SPREAD_MAX",
     "A_STAR_TOLERANCE",
     "CLAIM_PARTS",
-    "COST_R2_MIN",
+    "COST_GROWTH_MAX",
+    "DIRECTION_WORDS",
     "ERRATA",
     "FIXED_BUDGET",
+    "INIT_WORDS",
     "PAPER_INTERP",
     "PAPER_MNIST",
     "PAPER_TOY",
@@ -47,6 +49,8 @@ __all__ = [
     "SOURCES",
     "Z_SIGNIFICANT",
     "claims",
+    "cost_growth",
+    "interp_reading",
     "resolves",
     "toy_plateaus",
 ]
@@ -59,8 +63,10 @@ A_STAR_SPREAD_MAX = 1.5
 """Largest ratio of the largest to the smallest a*/s over (s, D) for "a* scales with s"."""
 Z_SIGNIFICANT = 2.0
 """A paired mean difference counts as significant at 2 standard errors (about p < 0.05)."""
-COST_R2_MIN = 0.9
-"""Smallest R^2 of the straight-line fit of ms per step against K for "cost O(K)"."""
+COST_GROWTH_MAX = 1.25
+"""Timing noise allowed in "cost O(K)": between any two timed K < K' (both >= 2), the direct
+evaluation's ms per step may grow by at most ×1.25 (K'/K). O(K) bounds the cost from above by a
+line; it does not ask the cost to lie on one, so a near-constant cost meets it."""
 
 PAPER_INTERP = {"steps": 3000, "samples": 5000, "grid": 100}
 """Figure 3's fits in the paper: 3,000 Adam steps of 5,000 Monte Carlo draws (App. A); the
@@ -74,11 +80,11 @@ PAPER_MNIST = {"epochs": 10, "seeds": 10, "batch": 100, "n_train": 60_000}
 SOURCES = {
     "interp": "Gelberg et al. 2024, App. A: reverse KL minimised with 5,000 Monte Carlo draws, 3,000 steps "
               "at lr 1e-2, 'empirically observing convergence of the loss'; the authors' notebook: a in "
-              "linspace(0, 10, 100) (papers/NOTES.md, 002)",
+              "linspace(0, 10, 100), u = e_1, q starting at N(0, I) for every s",
     "toy": "Gelberg et al. 2024, Sec. 5 ('Tractable posterior neural networks'): batches of 10, lr 5e-3, "
-           "'results are collected after 10 epochs'; Tables 2 and 3 over 10 seeds (papers/NOTES.md, 002)",
+           "'results are collected after 10 epochs'; Tables 2 and 3 over 10 seeds",
     "mnist": "Gelberg et al. 2024, Sec. 5 ('MNIST classifiers'): 10 epochs, batch 100, lr 1e-3 on MNIST's "
-             "60,000 training digits; Table 1, mean ± sd over 10 seeds (papers/NOTES.md, 002)",
+             "60,000 training digits; Table 1, mean ± sd over 10 seeds",
     "table1": "Gelberg et al. 2024, Table 1: MFVI test accuracy of the paper's run on full MNIST (60,000 "
               "training and 10,000 test digits), mean over 10 seeds",
     "table1_gain": "Gelberg et al. 2024, Table 1: the paper's SGM - MFVI accuracy gains (differences of its "
@@ -236,23 +242,45 @@ def _interp_claims(interp: dict, config=None) -> list[Claim]:
     lo, hi = A_STAR_OVER_SD_PAPER * (1 - A_STAR_TOLERANCE), A_STAR_OVER_SD_PAPER * (1 + A_STAR_TOLERANCE)
     # a* is the first grid point outside the band, so the crossing lies in (a* - step, a*]
     near = bool(np.isfinite(rel).all() and np.all((rel >= lo) & (rel - step < hi)))
+    reading = interp_reading(interp)
+    paper_reading = reading == interp_reading({"direction": "axis", "init": "unit"})
     return [_claim(
         "mean-seeking-threshold",
         "A reverse-KL Gaussian fit interpolates between two modes (|mu*|/a ≈ 1/2) below a "
         "threshold a* ≈ 5 s, and a* scales with the component sd s",
-        "a* ≈ 5 s for s = 0.25, 0.5, 1, 2 (Figure 3, App. A)",
-        f"a*/s = {', '.join(f'{v:g}' for v in rel)} over (D, s) = "
+        "Sec. 3: \"a threshold (in this experiment a* ≈ 5), controlling mode-seeking behavior\"; \"the "
+        "threshold for mode-seeking behavior scales with the standard deviation of p's mixture components\" "
+        "(Figure 3; App. A: s = 0.25, 0.5, 1, 2); p_a = (N(0, s² I) + N(a u, s² I))/2 with \"u a unit "
+        "vector\", q started at N(0, I)",
+        f"{reading}: a*/s = {', '.join(f'{v:g}' for v in rel)} over (D, s) = "
         f"{', '.join(f'({d}, {s:g})' for d, s in zip(t['D'], t['component sd s']))} (grid step "
         f"{step:g}, band {band:g}); max |ratio - 1/2| below a*: {np.max(below):.2f}; a*/s varies "
         f"by ×{spread:.2f}",
         np.max(below) <= band and spread <= A_STAR_SPREAD_MAX and near,
         f"every fit below a* within |ratio - 1/2| <= {band:g}; a*/s varies by at most "
         f"×{A_STAR_SPREAD_MAX:g} over (s, D); and for every (s, D) the crossing, somewhere in "
-        f"(a*/s - grid step, a*/s], can lie in [{lo:g}, {hi:g}] (5 s ± {A_STAR_TOLERANCE:.0%})",
+        f"(a*/s - grid step, a*/s], can lie in [{lo:g}, {hi:g}] (5 s ± {A_STAR_TOLERANCE:.0%}); judged with "
+        + ("u = e_1 and q started at N(0, I) for every s, the readings of the authors' notebook (the paper "
+           "says only that u is a unit vector); the other readings are rows of the sensitivity sweep"
+           if paper_reading else f"{reading}, another reading than the authors' notebook's"),
         [_interp_budget(interp, config),
          *(replace(plateaued(interp[d]["loss_curve"], what=f"mean reverse KL of the fits, D = {d}"),
                    source=SOURCES["interp"]) for d in interp["dims"] if "loss_curve" in interp[d])],
     )]
+
+
+DIRECTION_WORDS = {"axis": "u = e_1", "diagonal": "u = (1, …, 1)/√D"}
+"""The readings of the paper's "u is a unit vector" (Sec. 3), in words."""
+INIT_WORDS = {"unit": "q started at N(0, I)", "component": "q started at the first component N(0, s² I)"}
+"""Where the fits start, in words: N(0, I) for every s (the authors' notebook), or the first
+component, which N(0, I) is only for s = 1 (Sec. 3: "corresponding to p's mixture component")."""
+
+
+def interp_reading(interp: Mapping) -> str:
+    """The readings of u and of q's start that Figure 3's fits used, in words. Results computed
+    before the direction was a choice used u = (1, ..., 1)/√D and N(0, I)."""
+    direction, init = interp.get("direction", "diagonal"), interp.get("init", "unit")
+    return f"{DIRECTION_WORDS.get(direction, direction)}, {INIT_WORDS.get(init, init)}"
 
 
 def _prox_claims(prox_results: dict) -> list[Claim]:
@@ -295,7 +323,8 @@ def _toy_claims(toy: dict, config=None) -> list[Claim]:
     out = [_claim(
         "toy-mfvi-interpolates",
         "On the two-parameter BNN, MFVI's unimodal q interpolates between the two equivalent modes",
-        "Sec. 5, Figure 4(b): the unimodal approximate posterior interpolates between the modes",
+        "Sec. 5: \"Figure 4(b) ... shows that the unimodal approximate posterior interpolates between the "
+        "modes\"",
         f"{int(between.sum())} of {between.size} MFVI fits (all a and seeds) have their mean nearer "
         f"the midpoint (0, 0) than either mode (a, -a), (-a, a)",
         between.mean() > 0.5,
@@ -311,10 +340,13 @@ def _toy_claims(toy: dict, config=None) -> list[Claim]:
     for id, text, paper, label, diff, paper_diff, table in (
         ("toy-symmetrised-elbo",
          "On the two-parameter BNN, SGM reaches a higher symmetrised ELBO L^G than MFVI",
-         "Table 3: L^G(SGM) > L^G(MFVI) at every a (by 0.005 to 0.012, normalised)",
+         ("Sec. 5: the symmetrization's \"more accurate posterior fit ... leads to higher (symmetrized) ELBO "
+         "values, detailed in Table 3\"; Table 3: L^G(SGM) > L^G(MFVI) at every a (by 0.005 to 0.012, "
+         "normalised)"),
          "L^G(SGM) - L^G(MFVI) per data point", d_lg, paper_d_lg, "table3"),
         ("toy-test-mse", "On the two-parameter BNN, SGM has a lower test MSE than MFVI",
-         "Table 2: 0.09-0.12 (SGM) vs 0.11-0.18 (MFVI), i.e. lower by 0.02-0.06",
+         ("Sec. 5: \"better predictive performance, detailed in Table 2\"; Table 2: 0.09-0.12 (SGM) vs "
+         "0.11-0.18 (MFVI), i.e. lower by 0.02-0.06"),
          "MSE(MFVI) - MSE(SGM)", d_mse, paper_d_mse, "table2"),
     ):
         mean, se = diff.mean(1), diff.std(1, ddof=1) / math.sqrt(n)
@@ -388,8 +420,9 @@ def _mnist_claims(mnist: dict, config=None) -> list[Claim]:
         _claim(
             "mnist-gain-grows-with-width",
             "On MNIST, SGM's accuracy gain over MFVI grows with width",
-            (f"gain (mean over K) from {per_width['paper'].iloc[0]:+.3f} (width {widths[0]}) to "
-             f"{per_width['paper'].iloc[-1]:+.3f} points (width {widths[-1]}), Table 1"),
+            ("Sec. 5: \"The improvement in accuracy achieved by the symmetrization increases with model "
+             f"width\"; Table 1: gain (mean over K) from {per_width['paper'].iloc[0]:+.3f} (width {widths[0]}) "
+             f"to {per_width['paper'].iloc[-1]:+.3f} points (width {widths[-1]})"),
             ours,
             bool(slope_ours > Z_SIGNIFICANT * slope_se) and not identical,
             f"gain at the widest minus at the narrowest width (mean over K, paired by seed) above "
@@ -399,7 +432,8 @@ def _mnist_claims(mnist: dict, config=None) -> list[Claim]:
         _claim(
             "mnist-sgm-beats-mfvi",
             "On MNIST, SGM is more accurate than MFVI",
-            f"Table 1: every SGM cell ≥ MFVI; mean gain {paper_gain:+.3f} points",
+            (f"Sec. 5: \"our method achieves better predictive performance\"; Table 1: every SGM cell ≥ "
+             f"MFVI; mean gain {paper_gain:+.3f} points"),
             (f"mean gain 0.000 over {len(gains)} cells. {same}" if identical else
              f"mean gain {mean_gain:+.3f} ± {se_all:.3f} points over {len(gains)} cells (paired by seed)"),
             bool(mean_gain > Z_SIGNIFICANT * se_all) and not identical,
@@ -407,6 +441,23 @@ def _mnist_claims(mnist: dict, config=None) -> list[Claim]:
             [*pre, resolves(paper_gain, se_all, what="the mean gain", source=SOURCES["table1_gain"])],
         ),
     ]
+
+
+def cost_growth(cost: dict, path: str = "direct") -> tuple[float, tuple[int, int]]:
+    """The largest growth of ms per step between two timed K < K' (both >= 2; K = 1 is MFVI,
+    which runs no estimator) relative to linear growth, ``(t(K')/t(K)) / (K'/K)``, and the pair
+    where it is largest. At most 1 for a cost that grows no faster than linearly in K; NaN (and
+    ``(0, 0)``) with fewer than two such K."""
+    ct = pd.DataFrame(cost["rows"])
+    rows = ct[(ct.path == path) & (ct.K >= 2)].sort_values("K")
+    k, t = rows["K"].to_numpy(int), rows["ms per step"].to_numpy(float)
+    worst, pair = float("nan"), (0, 0)
+    for i in range(len(k)):
+        for j in range(i + 1, len(k)):
+            g = (t[j] / t[i]) / (k[j] / k[i])
+            if not g <= worst:
+                worst, pair = float(g), (int(k[i]), int(k[j]))
+    return worst, pair
 
 
 def _cost_claims(cost: dict) -> list[Claim]:
@@ -418,18 +469,21 @@ def _cost_claims(cost: dict) -> list[Claim]:
                      / ct[(ct.path == "unit_pairs") & (ct.K == 1)]["ms per step"].iloc[0])
     ratio_dir = float(ct[(ct.path == "direct") & (ct.K == kmax)]["ms per step"].iloc[0]
                       / ct[(ct.path == "direct") & (ct.K == 1)]["ms per step"].iloc[0])
+    growth, (k0, k1) = cost_growth(cost)
     return [_claim(
         "cost-linear-in-K",
         "The SGM estimator's cost per step is O(K)",
         "Theorem 4.3: O(K) (vs O(K^2) for plain InfoNCE)",
-        f"direct: {slopes['direct']['beta']:.3f} ms per extra permutation, linear fit "
-        f"R² = {slopes['direct']['r2']:.2f}, ×{ratio_dir:.1f} MFVI at K = {kmax}; "
+        f"direct: at most ×{growth:.2f} of linear growth between two timed K (K = {k0} to {k1}), "
+        f"{slopes['direct']['beta']:.3f} ms per extra permutation (straight line over K = 1 to {kmax}, "
+        f"R² = {slopes['direct']['r2']:.2f}), ×{ratio_dir:.1f} MFVI at K = {kmax}; "
         f"unit-pair matrices: {slopes['unit_pairs']['beta']:.4f} ms per permutation, "
         f"×{ratio_up:.2f} MFVI at K = {kmax}",
-        slopes["direct"]["r2"] >= COST_R2_MIN and slopes["direct"]["beta"] > 0,
-        f"direct evaluation: straight-line fit of ms per step against K with R² >= {COST_R2_MIN:g} "
-        "and a positive slope; the estimator evaluates K - 1 permuted densities, so its cost is "
-        "O(K) by construction: a check of our implementation's timing",
+        bool(growth <= COST_GROWTH_MAX),
+        f"direct evaluation, every two timed K < K' from K = 2 on (K = 1 is MFVI, which runs no "
+        f"estimator): ms per step grows by at most ×{COST_GROWTH_MAX:g} (K'/K), i.e. no faster than "
+        f"linearly in K up to timing noise; the estimator evaluates K - 1 permuted densities, so its "
+        f"cost is O(K) by construction: a check of our implementation's timing",
         kind=Kind.CODE_CHECK,
     )]
 

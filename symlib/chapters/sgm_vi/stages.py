@@ -37,7 +37,7 @@ VERSION = "3"  # 2: SGM ratios through the cost rule's path; 3: objective curves
 
 PART_FIELDS = {
     "interp": ("interp_n_a", "interp_samples", "interp_steps", "interp_dims", "interp_sds", "interp_lr",
-               "interp_band"),
+               "interp_band", "interp_direction", "interp_init"),
     "prox": ("prox_widths", "prox_draws", "prox_shapes"),
     "toy": ("toy_eval_samples", "toy_grid", "toy_a", "toy_seeds", "toy_n", "toy_noise_sd", "toy_prior_sd",
             "toy_epochs", "toy_batch_size", "toy_lr", "toy_k", "toy_train_samples", "toy_init_mean_sd",

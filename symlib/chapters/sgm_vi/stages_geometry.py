@@ -8,8 +8,10 @@
   distance to the nearest non-identity permuted copy relative to ``|w|``
   (:mod:`symlib.chapters.sgm_vi.mode_proximity`), beside the theorem's bound and an elementary one.
 
-Mode interpolation's open choices: ``u = (1, ..., 1)/sqrt(D)``; Adam; ``a*`` = the first grid
-``a`` with ``|ratio - 1/2| > interp_band`` (0.25).
+Mode interpolation's open choices: the direction of ``u`` (``interp_direction``: ``e_1`` as in the
+authors' notebook, or ``(1, ..., 1)/sqrt(D)``); where ``q`` starts (``interp_init``: ``N(0, I)`` for
+every ``s`` as in the authors' notebook, or the first component ``N(0, s^2 I)``); Adam; ``a*`` = the first grid ``a`` with
+``|ratio - 1/2| > interp_band`` (0.25).
 """
 
 from __future__ import annotations
@@ -37,14 +39,16 @@ def interpolation_experiment(profile, seed: int, *, device: torch.device | str =
     """
     grid = np.linspace(0.0, 10.0, profile.interp_n_a + 1)[1:]
     sds = np.asarray(profile.interp_sds, dtype=float)
-    out = {"a_over_sd": grid, "sds": sds, "dims": list(profile.interp_dims), "band": profile.interp_band}
+    out = {"a_over_sd": grid, "sds": sds, "dims": list(profile.interp_dims), "band": profile.interp_band,
+           "direction": profile.interp_direction, "init": profile.interp_init}
     for dim in profile.interp_dims:
         a = torch.tensor(sds[:, None] * grid[None, :], dtype=torch.float32)     # (n_sd, n_a)
         s = torch.tensor(sds[:, None], dtype=torch.float32)
+        u = mi.direction(dim, kind=profile.interp_direction)
         fit = mi.fit_reverse_kl(a, s, dim=dim, n_samples=profile.interp_samples,
                                 n_steps=profile.interp_steps, lr=profile.interp_lr,
-                                generator=generator(seed, "interp", dim, device=device))
-        u = mi.direction(dim)
+                                generator=generator(seed, "interp", dim, device=device), u=u,
+                                init_sd=_start_sd(profile.interp_init, s))
         along = fit.mean @ u                                        # signed position along u
         sd_along = torch.sqrt((fit.sd.square() * u.square()).sum(-1))  # sd of q projected on u
         thresholds = [mi.mode_seeking_threshold(grid, r, band=profile.interp_band)
@@ -53,6 +57,19 @@ def interpolation_experiment(profile, seed: int, *, device: torch.device | str =
                     "kl": fit.kl.numpy(), "threshold_over_sd": np.asarray(thresholds),
                     "loss_curve": fit.loss_history.numpy()}
     return out
+
+
+def _start_sd(init: str, component_sd: torch.Tensor) -> torch.Tensor | float:
+    """The sd ``q`` starts from: 1 (``"unit"``, q = N(0, I)) or the component sd ``s`` (``"component"``).
+
+    Raises:
+        ValueError: ``init`` is neither.
+    """
+    if init == "unit":
+        return 1.0
+    if init == "component":
+        return component_sd
+    raise ValueError(f"interp_init must be 'unit' or 'component', got {init!r}")
 
 
 def with_band(interp: dict, band: float) -> dict:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from symlib.book.chapter import Figure, Quote, Table
-from symlib.chapters.sgm_vi.claims import toy_plateaus
+from symlib.chapters.sgm_vi.claims import cost_growth, toy_plateaus
 from symlib.chapters.sgm_vi.figures import (
     plot_cost,
     plot_figure3,
@@ -114,6 +114,8 @@ _SETTINGS = (
     ("Figure 3", "interp_n_a", "grid points of a/s in (0, 10]", "100 (code)"),
     ("Figure 3", "interp_dims", "dimensions D", "2, 20 (code)"),
     ("Figure 3", "interp_sds", "component sd s", "0.25, 0.5, 1, 2"),
+    ("Figure 3", "interp_direction", "direction u of the second component", "a unit vector (code: axis, e_1)"),
+    ("Figure 3", "interp_init", "where q starts", "N(0, I), the first component at s = 1 (code: unit, every s)"),
     ("Theorem 3.1", "prox_widths", "hidden widths", "not an experiment"),
     ("Theorem 3.1", "prox_draws", "random networks per width", "not an experiment"),
     ("Tables 2-3", "toy_seeds", "seeds", "10"),
@@ -211,6 +213,20 @@ def _astar_median(interp: dict, which: int) -> float:
     return float(t[t["D"] == interp["dims"][which]]["a*/s (ours)"].median())
 
 
+def _astar_at(interp: dict, which: str) -> float:
+    """Median a*/s over D at the largest (``"small"``: the smallest) component sd, or at s = 1."""
+    t = threshold_table(interp)
+    s = {"small": t["component sd s"].min(), "one": 1.0}[which]
+    return float(t[np.isclose(t["component sd s"], s)]["a*/s (ours)"].median())
+
+
+def _astar_reading(r: Mapping, field: str, value: str) -> float:
+    """Median a*/s of Figure 3's refit under another reading (a sweep variant); NaN where this
+    profile runs none."""
+    variant = r["robustness"].get((field, value)) if "robustness" in r else None
+    return math.nan if variant is None else float(threshold_table(variant)["a*/s (ours)"].median())
+
+
 def _widest(r: Mapping, d_i: int, column: str) -> float:
     prox = proximity_table(r["prox"])
     wide = prox[prox["width"] == prox["width"].max()]
@@ -246,6 +262,11 @@ QUOTES = (
     Quote("astar_max", lambda r: threshold_table(r["interp"])["a*/s (ours)"].max()),
     Quote("interp_dev", lambda r: _interp_deviation(r["interp"])),
     Quote("grid_step", lambda r: r["interp"]["a_over_sd"][1] - r["interp"]["a_over_sd"][0]),
+    Quote("astar_s1", lambda r: _astar_at(r["interp"], "one")),
+    Quote("astar_small", lambda r: _astar_at(r["interp"], "small")),
+    Quote("s_small", lambda r: float(np.min(r["interp"]["sds"]))),
+    Quote("astar_diagonal", lambda r: _astar_reading(r, "interp_direction", "diagonal")),
+    Quote("astar_component", lambda r: _astar_reading(r, "interp_init", "component")),
     Quote("astar_dim_first", lambda r: r["interp"]["dims"][0]),
     Quote("astar_d_first", lambda r: _astar_median(r["interp"], 0)),
     Quote("astar_dim_last", lambda r: r["interp"]["dims"][-1]),
@@ -275,6 +296,7 @@ QUOTES = (
     Quote("mnist_se_max", lambda r: mnist_gains(r["mnist"])["se"].max()),
     Quote("cost_beta_direct", lambda r: cost_slopes(r["cost"])["direct"]["beta"]),
     Quote("cost_r2_direct", lambda r: cost_slopes(r["cost"])["direct"]["r2"]),
+    Quote("cost_growth_direct", lambda r: cost_growth(r["cost"])[0]),
     Quote("cost_beta_up", lambda r: cost_slopes(r["cost"])["unit_pairs"]["beta"]),
     Quote("cost_kmax", lambda r: cost_table(r["cost"]).index.max()),
     Quote("cost_up_ratio", lambda r: _cost_ratio(r, "unit_pairs")),
