@@ -49,6 +49,7 @@ CHAPTER = Chapter(
     claims=_claims.claims,
     views=VIEWS,
     quotes=QUOTES,
+    sweeps=_claims.SWEEPS,
     sections=_claims.SECTIONS,
     notes=gold_notes,
     quick_seconds=137,

@@ -2,7 +2,7 @@
 
 See :mod:`symlib.book.profiles` for what each profile is for. This chapter has no paper of its
 own: every setting is the chapter's choice ``[open]``, except where a field follows the chapter
-whose data or remedy it reuses (``[ch. N]``).
+whose data or remedy it reuses (``[ch. N]``) or a paper's setting (cited).
 """
 
 from __future__ import annotations
@@ -68,11 +68,11 @@ class SynthesisProfile:
     vi_init_sd: float
     """Initial posterior sd of every mean-field fit [ch. 1: 0.01]."""
     sgm_ks: tuple[int, ...]
-    """SGM's numbers of permutations ``K`` [issue: 5 and 20; Gelberg et al. use up to 100]."""
+    """SGM's numbers of permutations ``K`` [open: 5 and 20, of Gelberg et al.'s 5, 10 and 20, Table 1]."""
     n_modes: int
-    """Modes of multi-mode MFVI [issue: 10]."""
+    """Modes of multi-mode MFVI [Laurent et al., Sec. 4: 10]."""
     n_members: int
-    """Deep-ensemble members [issue: 10]."""
+    """Deep-ensemble members [open: 10, as many as the modes]."""
     n_pred_samples: int
     """Weight draws per method for predictions and MMD [open]."""
     mmd_gold: int
@@ -97,7 +97,7 @@ PROFILES = {
         n_seeds=2, vi_epochs=5, vi_batch=50, vi_mc=2, n_pred_samples=6, mmd_gold=10, threads=1,
     ),
     # quick: every method and table row at reduced sizes; too short for the gold standard to mix
-    # (its claims are not judged); the first sizes tried took 7.8 CPU-minutes, these are cut to fit 5
+    # (the robust column is not judged); the first sizes tried took 7.8 CPU-minutes, these are cut to fit 5
     "quick": SynthesisProfile(
         **_SHARED,
         hidden=16, sinc_n_train=128, digits_n_train=800, digits_n_test=500, digits_pool=4,
