@@ -30,7 +30,7 @@ PAPER_SETTINGS: dict[str, str] = {
     "NoT nets: hidden units": "512 [paper]",
     "NoT nets: W_init seeds x NoT(P) values": "3 x every value 0..511 [paper]; code: 50 values",
     "NoT nets: SGD epochs, lr, momentum, batch": "50, 0.001, 0.9, 64 [code]",
-    "NoT nets: points on the linear path": "not stated",
+    "NoT nets: points on the linear path": "not stated; code: 11 (MNIST_net_matching.py)",
     "Bayesian MLP": "784-512-10, ReLU, N(0, 1) prior [paper]",
     "ensemble: members, Adam epochs, lr, batch": "5, 50 [paper]; 0.001, 100 [code]",
     "VI: Adam epochs, lr, batch, initial sd": "50 [paper]; 0.001 [code]; batch not stated; 0.05 [code]",
