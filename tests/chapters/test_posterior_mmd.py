@@ -97,12 +97,14 @@ def test_smoke_profile_runs_end_to_end():
         for w in ("MMD", "NS"):
             assert by[mode, method, w, "max"] >= by[mode, method, w, "median"] - 1e-9
     ledger = CHAPTER.judged_claims(stages)
-    assert len(ledger) == 6
+    assert len(ledger) == 10
+    assert stages["replicates"] == {}  # one seed: no replicate
     assert all(c.holds is None for c in ledger if c.kind is Kind.CLAIM)  # smoke does not judge claims
     # smoke sweeps the aggregation only; the OOD score's sweep is not run (no rows, nothing stored)
     assert stages["robustness"] is None
     rows = {s.claim: CHAPTER.sweep_frame(s, stages) for s in CHAPTER.sweeps}
-    assert list(rows) == ["multi_mode_closer", "ranking_stable_under_symmetry_removal", "multi_mode_better_ood"]
+    assert list(rows) == ["multi_mode_closer", "ranking_stable_under_symmetry_removal", "multi_mode_better_ood",
+                          "single_mode_better_ece", "laplace_closest_after_de", "mono_mode_lower_mi"]
     assert list(rows["multi_mode_closer"]["setting"]) == ["median", "mean", "max"]
     assert rows["multi_mode_better_ood"] is None
     assert set(rows["multi_mode_closer"]["verdict"]) == {"not judged"}  # the smoke gate applies to sweeps too
@@ -259,7 +261,8 @@ def test_evaluation_on_the_gpu_matches_the_cpu():
 
 JUDGED = PosteriorMMDProfile(robustness=("mmd_aggregation", "ood_score"))
 ON_NETWORKS = ("multi_mode_closer", "ranking_stable_under_symmetry_removal", "multi_mode_better_ood",
-               "optunet_id_ood_diversity_correlated")
+               "multi_mode_more_accurate", "single_mode_better_ece", "laplace_closest_after_de",
+               "mono_mode_lower_mi", "optunet_id_ood_diversity_correlated")
 
 
 def _made_up(*, accuracy=0.95, ood_pairs=4, r=0.4, p=1e-6, mean_breaks=None):
@@ -268,8 +271,11 @@ def _made_up(*, accuracy=0.95, ood_pairs=4, r=0.4, p=1e-6, mean_breaks=None):
     for mode, method in sampling.METHODS:
         mmd = single[method] if mode == "one mode" else (0.0 if method == "DE" else single[method] / 8)
         better = mode == "multi mode" and method in ("Dropout", "BNN", "SWAG", "Laplace")[:ood_pairs]
+        multi = mode == "multi mode"
         rows.append({"mode": mode, "method": method, "MMD": mmd, "NS": 0.9 * mmd,
-                     "AUPR": 90.0 if better else 70.0, "FPR95": 30.0 if better else 80.0})
+                     "AUPR": 90.0 if better else 70.0, "FPR95": 30.0 if better else 80.0,
+                     "Acc": 90.0 if multi else 80.0, "ECE": 10.0 if multi else 5.0,
+                     "IDMI": 20.0 if multi else 5.0, "OODMI": 40.0 if multi else 8.0})
     kernels = [{"mode": row["mode"], "method": row["method"], "weights": w, "aggregation": how,
                 "value": row[w] * (10.0 if how == "mean" and (row["mode"], row["method"]) == mean_breaks else 1.0)}
                for row in rows for w in ("MMD", "NS") for how in ("median", "mean", "max")]
@@ -411,7 +417,8 @@ def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeyp
     small = dataclasses.replace(paper, ood_points=3)
     ctx = SimpleNamespace(config=CHAPTER.stage("eval").view(small), inputs={"train": None, "samples": None},
                           seed=0, device="cpu")
-    assert {s.name for s in CHAPTER.stages if "mnist_source" in s.fields} == {"train_chunks", "train", "samples", "eval", "robustness"}
+    assert {s.name for s in CHAPTER.stages if "mnist_source" in s.fields} == {
+        "train_chunks", "train", "samples", "eval", "robustness", "replicates"}
 
     def reads(source):
         assert networks.load_data(paper, ood=False)["x_train"].shape == (6, 1, 28, 28) and loaded[-1] == source

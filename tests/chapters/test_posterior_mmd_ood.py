@@ -1,7 +1,6 @@
 """Chapter 2b's OOD set: Fashion-MNIST's test images when its files are found, else the grey-patch
 stand-in, decided at run time and recorded in the cache key, the claims and the captions."""
 
-import dataclasses
 
 import pytest
 import torch
@@ -107,25 +106,32 @@ def test_ood_claims_name_the_ood_set():
     assert all("OOD:" not in c.ours for c in claims.judge(_made_up()))
 
 
-def test_captions_and_settings_name_the_ood_set():
+def test_tables_and_settings_name_the_ood_set():
+    """Table 1 and the collapse table name each run's OOD set in their own cells (a column, a
+    heading), so that the published run's numbers shown under this build's caption still say
+    which set they were measured on; the captions name none."""
     quick = get_profile("02b_posterior_mmd", "quick")
     table1, collapse = CHAPTER.view("table1_mnist"), CHAPTER.view("functional_collapse")
-    results = RunResults({"eval": _made_up(FASHION)}, config=quick)
-    assert table1.caption(results).endswith(
-        "OOD columns (AUPR, FPR95, OODMI): the paper's on Fashion-MNIST, ours on Fashion-MNIST test "
-        "images (the first 1,000 of 10,000)")
-    assert collapse.caption(results).endswith("; out of distribution: Fashion-MNIST test images "
-                                              "(the first 1,000 of 10,000)")
-    fallback = RunResults({"eval": _made_up(FALLBACK)}, config=quick)
-    assert "ours on grey-patch stand-in" in table1.caption(fallback)
-    assert "Fashion-MNIST's files not found" in collapse.caption(fallback)
+    def with_brier(made):   # every Table 1 column, as the eval stage gives them
+        return {**made, "rows": [{**r, "Brier": 10.0} for r in made["rows"]]}
+    results = RunResults({"eval": with_brier(_made_up(FASHION))}, config=quick)
+    fallback = RunResults({"eval": with_brier(_made_up(FALLBACK))}, config=quick)
+    for view in (table1, collapse):
+        assert isinstance(view.caption, str) and "stand-in" not in view.caption and "Fashion" not in view.caption
+    frame = views.table1_frame(results)
+    assert set(frame["OOD inputs"]) == {"Fashion-MNIST"} and set(frame["OOD inputs (paper)"]) == {"Fashion-MNIST"}
+    assert set(views.table1_frame(fallback)["OOD inputs"]) == {"grey patches (stand-in)"}
+    made = _made_up(FASHION)
+    made["collapse"] = {**made["collapse"], "id": torch.rand(5), "ood": torch.rand(5)}
+    assert "out of distribution (Fashion-MNIST)" in views.collapse_frame(RunResults({"eval": made}, config=quick))
+    made = {**made, "ood": FALLBACK}
+    assert "out of distribution (grey patches (stand-in))" in views.collapse_frame(
+        RunResults({"eval": made}, config=quick))
     settings = {r["setting"]: r["ours"] for r in views.paper_vs_ours(quick, _made_up(FALLBACK))}
     assert settings["OOD inputs"].startswith("grey-patch stand-in")
     quotes = {q.name: q.value for q in CHAPTER.quotes}
     assert quotes["ood_set"](results) == "Fashion-MNIST test images (the first 1,000 of 10,000)"
-    # an old result without the record: named from a profile that fixes the set, else not at all
+    # an old result without the record: named from a profile that fixes the set, else "not recorded"
     smoke = get_profile("02b_posterior_mmd", "smoke")
-    old = RunResults({"eval": _made_up()}, config=dataclasses.replace(smoke, judge=True))
-    assert "grey-patch stand-in (200 patches" in collapse.caption(old)
-    assert collapse.caption(RunResults({"eval": _made_up()}, config=quick)) == (
-        "Pairwise mutual information between reference checkpoints")
+    assert views.ood_short(RunResults({"eval": _made_up()}, config=smoke)) == "grey patches (stand-in)"
+    assert views.ood_short(RunResults({"eval": _made_up()}, config=quick)) == "not recorded"
