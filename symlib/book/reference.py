@@ -2,8 +2,7 @@
 
 Chapters show these beside their own measurements; they are never used as "ours". Each table
 records the paper, where in it the numbers are (table / section; pages of the published
-versions), and the numbers exactly as printed. ``NOTES.md`` in the shared papers folder lists
-how each was recovered.
+versions), and the numbers exactly as printed.
 """
 
 from __future__ import annotations

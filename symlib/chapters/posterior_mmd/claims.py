@@ -255,8 +255,7 @@ def _single_trained(accuracy, restarts, what: str, config, source: str) -> Preco
     n = None if restarts is None else int(restarts.sum())
     n_restarts = "" if n is None else f"{n} restart{'' if n == 1 else 's'} by the authors' rule"
     gate = reference_gate(float(accuracy.median()), source, what=f"{what} ({budget}{n_restarts})")
-    bar = gate.source.replace(" / NOTES §001", "")
-    return replace(gate, source=f"{TRAINED_SOURCE}; {bar}")
+    return replace(gate, source=f"{TRAINED_SOURCE}; {gate.source}")
 
 
 # --------------------------------------------------------------------------- the ledger

@@ -18,7 +18,7 @@ class PosteriorMMDProfile:
 
     Every method starts from ``modes`` trained networks ("multi-mode"; the single-mode row uses
     the first of them), except MC dropout, whose networks are trained with dropout from scratch.
-    ``[paper]`` values are from the paper / the authors' code (NOTES §001); ``[open]`` ones are
+    ``[paper]`` values are from the paper / the authors' code (Laurent et al. App. B and D.2); ``[open]`` ones are
     stated nowhere and chosen here.
     """
 

@@ -1,6 +1,6 @@
 """Chapter 2b's compute: five cached stages, each a function of its declared profile fields.
 
-Laurent, Aldea & Franchi (2024), Section 4, App. B and D.2 (NOTES.md §001). The reference
+Laurent, Aldea & Franchi (2024), Section 4, App. B and D.2. The reference
 posterior of OptuNet on MNIST is a set of independently trained checkpoints; each approximate
 method contributes weight samples, and the distance between the two sets is the layer-wise
 kernel-bank MMD, on raw weights ("MMD") and after symmetry removal ("NS").

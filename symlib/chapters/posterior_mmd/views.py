@@ -1,7 +1,7 @@
 """Chapter 2b's views: its tables, figures and the numbers its prose quotes, from the results.
 
 Scales: accuracy, ECE, Brier, AUPR, FPR95 and MI are printed x100 (MI in nats); the scale of the
-paper's printed MMD numbers is unknown (NOTES: [open]), so ours are MMD^2 x 100 and are compared
+paper's printed MMD numbers is unknown (the paper does not say), so ours are MMD^2 x 100 and are compared
 with the paper by rank, not by value.
 """
 

@@ -1,7 +1,6 @@
 """The numbers the paper of chapter 5 reports, as data with their source.
 
-Shown beside the chapter's own measurements, never used as "ours"; ``NOTES.md`` in the shared
-papers folder lists how each was recovered.
+Shown beside the chapter's own measurements, never used as "ours".
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ PAPER_SETTINGS: dict[str, str] = {
     "predictive samples of q_d, q_r, VI": "100 [paper]",
     "training images for activation matching": "not stated",
 }
-"""The settings of the paper and its code (NOTES.md §004), as the settings table's "paper" column:
+"""The settings of the paper and its code (Xiao et al. App. A and the authors' code), as the settings table's "paper" column:
 written down from the sources, not read from the `paper` profile, so the profile's departures
 show. Tags: [paper] the paper's text, [code] the authors' code."""
 

@@ -15,7 +15,7 @@ __all__ = ["PROFILES", "RebasinHMCProfile"]
 class RebasinHMCProfile:
     """Chapter 5 (Xiao, Liu, Bamler 2023): NoT, rebasin and compact summaries of HMC.
 
-    Fields marked [paper] follow the paper / its code (NOTES.md §004); [open] are our choices.
+    Fields marked [paper] follow the paper / its code (Xiao et al. App. A); [open] are our choices.
     """
 
     data_source: str

@@ -1,7 +1,6 @@
 """The numbers the paper of chapter 3 reports, as data with their source.
 
-Shown beside the chapter's own measurements, never used as "ours"; ``NOTES.md`` in the shared
-papers folder lists how each was recovered.
+Shown beside the chapter's own measurements, never used as "ours".
 """
 
 from __future__ import annotations

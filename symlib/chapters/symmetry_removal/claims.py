@@ -118,7 +118,7 @@ def _optunets_trained(results: Mapping):
             f"of the paper's 1,000 x 60 epochs, on {data}; {restarts} restart{'' if restarts == 1 else 's'} "
             "by the authors' rule)")
     pre = reference_gate(float(acc.median()), read, what=what)
-    run = pre.source.replace(" / NOTES §001", "")  # the recipe's source a reader can open: the paper
+    run = pre.source
     return replace(pre, column=Column.ROBUST,
                    source=f"today's standard: networks trained as far as the paper's recipe takes a single OptuNet on "
                           f"these digits; the bar is the book's {run} (the paper prints no single OptuNet's "

