@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from symlib.book import cache, pieces
 from symlib.book.checkpoints import live as live_checkpoints
 from symlib.book.paths import project_root_or_cwd
-from symlib.book.provenance import chapter_of
+from symlib.book.provenance import chapter_of, package_of_chapter
 
 __all__ = ["COMPRESS_OVER", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
 
@@ -394,8 +394,13 @@ def at_revision(revision: str, directory: pathlib.Path | None, into: pathlib.Pat
 
 
 def known_chapters() -> list[str]:
-    """The book's chapter names (``NN_name``, one per notebook in ``notebooks/``)."""
-    return sorted(p.stem for p in (project_root_or_cwd() / "notebooks").glob("[0-9][0-9]*_*.md"))
+    """The book's chapter names (``NN_name``): one per notebook in ``notebooks/`` that has a
+    chapter package, or, in a checkout without notebooks (a GPU machine's copy), one per cache
+    experiment folder of a chapter package found in the cache or the carry folder."""
+    names = {p.stem for p in (project_root_or_cwd() / "notebooks").glob("[0-9][0-9]*_*.md")}
+    for root in (cache.cache_dir(), default_dir()):
+        names |= {chapter_of(p.name) for p in root.glob("[0-9][0-9]*_*") if p.is_dir()}
+    return sorted(n for n in names if package_of_chapter(n) is not None)
 
 
 def main(argv: list[str] | None = None) -> int:

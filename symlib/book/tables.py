@@ -423,7 +423,10 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
     box. One tier at a time keeps the table as wide as one run's, not two interleaved.
     ``differ=None``: the two tables have other rows or columns (the full run swept more
     settings, say), so the full run's is in front whole."""
-    front = dict(full, caption=table.get("caption", ""), source=table.get("source", ""),
+    # the published run's own caption and source: they name what that run used (its OOD set,
+    # its sizes), which this build's may not
+    front = dict(full, caption=full.get("caption") or table.get("caption", ""),
+                 source=full.get("source") or table.get("source", ""),
                  _shown_whole=table.get("_shown_whole", False))
     shown = _as_published(render_table(front, label=label, anchor=anchor, formats=formats,
                                        paper_columns=paper_columns, hide=hide), stale)
