@@ -64,6 +64,22 @@ def identical(a, b) -> bool:
     return a == b
 
 
+def first_difference(a, b, where: str = "") -> str | None:
+    """Where two results first differ (a path such as ``["fits"][0].rhat``), or None when
+    :func:`identical`."""
+    if identical(a, b):
+        return None
+    if type(a) is type(b) and isinstance(a, dict) and a.keys() == b.keys():
+        return next(d for k in a if (d := first_difference(a[k], b[k], f"{where}[{k!r}]")) is not None)
+    if type(a) is type(b) and isinstance(a, list | tuple) and len(a) == len(b):
+        return next(d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                    if (d := first_difference(x, y, f"{where}[{i}]")) is not None)
+    if type(a) is type(b) and hasattr(a, "__dict__") and not isinstance(a, type | torch.Tensor | np.ndarray):
+        return first_difference(vars(a), vars(b), f"{where}.")
+    shown = (lambda v: f"{type(v).__name__} {v!r}"[:80])
+    return f"{where or 'the value'}: {shown(a)} against {shown(b)}"
+
+
 def _entries(root: Path, chapter: str) -> dict[tuple[str, str], Path]:
     from symlib.book.provenance import chapter_of
 
@@ -84,8 +100,8 @@ def compare_caches(old: Path, new: Path, chapter: str) -> tuple[int, list[str], 
             diffs.append(f"unreadable: {place[0]}/{place[1]}")
             continue
         hashes[place[0]] = meta_a["computed_with"]["code_hash"]
-        if not identical(value_a, value_b):
-            diffs.append(f"different: {place[0]}/{place[1]}")
+        if (where := first_difference(value_a, value_b)) is not None:
+            diffs.append(f"different: {place[0]}/{place[1]} at {where}")
     return len(a.keys() & b.keys()), diffs, hashes
 
 
