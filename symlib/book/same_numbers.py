@@ -4,7 +4,9 @@
 exports both commits (``git archive``), computes the chapter's stages under each
 (``python -m symlib.book.pipeline compute``, each tree importing its own ``symlib``, each with a
 cache of its own), and compares every cache entry, exactly: the same entries, and in each the
-same tensors, arrays and numbers (NaN equal to NaN). Only when all are identical does it write
+same tensors, arrays and numbers (NaN equal to NaN), wall-clock timings aside (dict keys that
+name a duration, :data:`TIMING_KEY`: two runs of the same code on one machine differ there, and
+the evidence names every key set aside). Only when all are identical does it write
 one entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), so that
 cache entries, carried state and published runs computed under the old code stay current. A
 difference is printed and nothing is registered.
@@ -22,6 +24,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tarfile
@@ -36,6 +39,10 @@ from symlib.book.carry import known_chapters
 from symlib.book.paths import project_root_or_cwd
 
 __all__ = ["compare_caches", "identical", "main", "prove"]
+
+TIMING_KEY = re.compile(r"(^|_)(s|ms|sec|secs|seconds|time|times|wall|elapsed)$")
+"""Dict keys holding a wall-clock duration (``warmup_s``, ``seconds``, ``sample_time``): left out
+of the comparison, named in the evidence."""
 
 PROFILES = ("smoke", "quick")
 """The profiles computed under both codes by default."""
@@ -56,12 +63,23 @@ def identical(a, b) -> bool:
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a if not _timing(k))
     if isinstance(a, list | tuple):
         return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
     if hasattr(a, "__dict__") and not isinstance(a, type):
         return identical(vars(a), vars(b))
     return a == b
+
+
+_TIMINGS_SEEN: set[str] = set()
+
+
+def _timing(key) -> bool:
+    """Whether a dict key names a wall-clock duration (noted, for the evidence)."""
+    if isinstance(key, str) and TIMING_KEY.search(key):
+        _TIMINGS_SEEN.add(key)
+        return True
+    return False
 
 
 def first_difference(a, b, where: str = "") -> str | None:
@@ -70,7 +88,7 @@ def first_difference(a, b, where: str = "") -> str | None:
     if identical(a, b):
         return None
     if type(a) is type(b) and isinstance(a, dict) and a.keys() == b.keys():
-        return next(d for k in a if (d := first_difference(a[k], b[k], f"{where}[{k!r}]")) is not None)
+        return next(d for k in a if not _timing(k) and (d := first_difference(a[k], b[k], f"{where}[{k!r}]")) is not None)
     if type(a) is type(b) and isinstance(a, list | tuple) and len(a) == len(b):
         return next(d for i, (x, y) in enumerate(zip(a, b, strict=True))
                     if (d := first_difference(x, y, f"{where}[{i}]")) is not None)
@@ -138,6 +156,7 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
           register: bool = True) -> dict:
     """Compute ``chapter``'s stages under both commits in ``profiles`` and compare every entry;
     register the stage hashes as equivalent where all are identical. Returns what was compared."""
+    _TIMINGS_SEEN.clear()
     with tempfile.TemporaryDirectory(prefix="symlib-same-") as tmp:
         tmp = Path(tmp)
         old_commit, new_commit = _export(old_rev, tmp / "old"), _export(new_rev, tmp / "new")
@@ -160,12 +179,14 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
             diffs += [f"{profile}: {d}" for d in found]
         old_hashes, new_hashes = _stage_hashes(tmp / "old", chapter, env), _stage_hashes(tmp / "new", chapter, env)
     result = {"chapter": chapter, "from": old_commit, "to": new_commit, "profiles": list(profiles),
-              "entries compared": n, "differences": diffs, "registered": []}
+              "entries compared": n, "timings set aside": sorted(_TIMINGS_SEEN), "differences": diffs,
+              "registered": []}
     if diffs or n == 0 or not register:
         return result
     evidence = (f"{chapter}: every stage computed under the code of {old_commit[:12]} and of {new_commit[:12]} in "
                 f"profiles {', '.join(profiles)} (seed {seed}, CPU, {platform.machine()} Linux, torch {torch.__version__}); "
-                f"all {n} cache entries identical (every tensor, array and number equal)")
+                f"all {n} cache entries identical (every tensor, array and number equal; wall-clock timings set "
+                f"aside: {', '.join(sorted(_TIMINGS_SEEN)) or 'none'})")
     pairs = [(x, old_hashes[x], new_hashes[x]) for x in sorted(new_hashes) if x in old_hashes]
     result["registered"] = equivalence.add(pairs, evidence)
     return result
