@@ -16,7 +16,10 @@ executed notebook moved into place, one right after the other (SIGINT and SIGTER
 meanwhile), so an interrupted run leaves the previous run's pair, never a mix. A failed run
 (an error in a cell, or a kernel that died) leaves both untouched, names the chapter and keeps
 the failed notebook as ``executed/NN_name.failed.ipynb`` for inspection. The reproducibility page
-(``book/reproducibility.md``) is executed last so it sees every chapter's results file.
+(``book/reproducibility.md``) is executed last so it sees every chapter's results file. The
+"Using symlib" page (``book/using-symlib.md``, examples of the library's methods) is executed
+beside the chapters when every chapter is, or when named (``execute using-symlib``); ``build``
+executes either page when its executed notebook is missing (:data:`BOOK_PAGES`).
 
 A long run goes in pieces of at most ``$SYMLIB_BUDGET_S`` seconds per chapter: a stage that
 reaches that budget raises :class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its
@@ -78,6 +81,12 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "executed"
 """The checkout's executed notebooks: the default of ``$SYMLIB_EXECUTED``, and what ``_toc.yml`` builds."""
 REPRO_PAGE = ROOT / "book" / "reproducibility.md"
+USING_PAGE = ROOT / "book" / "using-symlib.md"
+BOOK_PAGES = {"reproducibility": REPRO_PAGE, "using-symlib": USING_PAGE}
+"""Pages of ``book/`` executed as the chapters are, into ``executed/<name>.ipynb``: they write no
+results file and keep no pieces file."""
+EXAMPLE_PAGES = ("using-symlib",)
+"""Book pages that ``execute`` without chapter names runs beside the chapters (they need no results)."""
 MATHJAX_DEST = ROOT / "book" / "_static" / "mathjax"
 PROFILES = ("smoke", "quick", "full", "paper")
 
@@ -93,8 +102,8 @@ def chapters() -> list[str]:
 
 
 def _source(name: str) -> Path:
-    if name == "reproducibility":
-        return REPRO_PAGE
+    if name in BOOK_PAGES:
+        return BOOK_PAGES[name]
     path = NOTEBOOKS / f"{name}.md"
     if not path.exists():
         raise SystemExit(f"unknown chapter {name!r}; valid chapters: {', '.join(chapters())}")
@@ -322,7 +331,7 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
 
     source = _source(name)
     _absolute_path_variables()
-    if name != "reproducibility":  # the page only reads results
+    if name not in BOOK_PAGES:  # the pages write no results and compute no stage
         _check_writable("SYMLIB_RESULTS", ROOT / "results")
         if not cached_only():  # a re-render only reads the cache: a read-only one will do
             _check_writable("SYMLIB_CACHE", ROOT / ".cache" / "symlib")
@@ -484,8 +493,8 @@ def _device_name(device: str) -> str:
 def _log_piece(name: str, profile: str, seed: int, device: str, start: float, started, outcome: str,
                note: str | None = None) -> None:
     """One line in the chapter's pieces file (:mod:`symlib.book.pieces`); the reproducibility
-    page is not a chapter and keeps none."""
-    if name == "reproducibility":
+    page and the other book pages are not chapters and keep none."""
+    if name in BOOK_PAGES:
         return
     from symlib.book.pieces import log_piece
     from symlib.book.provenance import compute_code_hash
@@ -527,7 +536,8 @@ def _in_tree_pages() -> None:
 
     With ``$SYMLIB_EXECUTED`` set, its notebooks are copied in; a chapter it lacks gets a
     placeholder (the build shows what that folder holds, not an older in-tree run). The
-    reproducibility page is executed first if it is missing.
+    book pages (:data:`BOOK_PAGES`: the reproducibility page, "Using symlib") are executed first
+    if they are missing.
     """
     _absolute_path_variables()
     source = executed_dir()
@@ -546,9 +556,10 @@ def _in_tree_pages() -> None:
         print(f"[symlib] build: {EXECUTED_VARIABLE}={source}: copying its notebooks into {_shown(EXECUTED)} "
               "(_toc.yml lists the pages there)", flush=True)
     EXECUTED.mkdir(exist_ok=True)
-    if not (source / "reproducibility.ipynb").exists():
-        execute("reproducibility", profile="quick", seed=0, device="cpu")
-    for name in chapters() + ["reproducibility"]:
+    for name in BOOK_PAGES:
+        if not (source / f"{name}.ipynb").exists():
+            execute(name, profile="quick", seed=0, device="cpu")
+    for name in chapters() + list(BOOK_PAGES):
         page = source / f"{name}.ipynb"
         if not page.exists():
             _placeholder(name, EXECUTED)
@@ -599,7 +610,7 @@ def clean() -> list[Path]:
     from symlib.book.results import results_dir
 
     _absolute_path_variables()
-    names = chapters() + ["reproducibility"]
+    names = chapters() + list(BOOK_PAGES)
     for folder in (ROOT / "_build", MATHJAX_DEST):
         _remove_outputs(folder, [], (), whole=True)
     # the checkout's own folders too: an earlier run's, and the build's copies of the pages
@@ -889,12 +900,42 @@ def without_stages(chapter, skip) -> object:
     return dataclasses.replace(chapter, stages=kept)
 
 
+MIN_FREE_BYTES = 1 << 30
+"""Space the cache's file system must have free before a chapter starts computing (1 GiB: the
+largest cache entry or checkpoint any chapter writes is a few hundred MB); less fails at once,
+naming the folder, not hours later in the middle of a write."""
+
+
+def _check_inputs(names: list[str], *, profile: str, device: str, computing: bool) -> None:
+    """Everything a run needs that can be checked before a kernel starts: each chapter has the
+    profile, the device exists here, and (``computing``) the cache has room. Exits with one line
+    naming what is wrong."""
+    from symlib.book.cache import cache_dir, cached_only
+    from symlib.book.provenance import declared
+    from symlib.book.runtime import resolve_device
+    from symlib.files import DiskFullError, require_free
+
+    try:
+        resolve_device(device)
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"[symlib] {err}") from None
+    for name in names:
+        chapter = declared(name) if name != "reproducibility" else None
+        if chapter is not None and profile not in chapter.profiles:
+            raise SystemExit(f"[symlib] {name} has no {profile!r} profile; its profiles: {', '.join(chapter.profiles)}")
+    if computing and not cached_only():
+        try:
+            require_free(cache_dir(), MIN_FREE_BYTES, what="the cache")
+        except DiskFullError as err:
+            raise SystemExit(f"[symlib] {err.strerror}") from None
+
+
 def _check_pieces_files(names: list[str]) -> None:
     """Read each chapter's pieces file before anything runs: a broken one (a merge conflict, a
     file cut short) fails now, naming it, not after the chapter has computed for hours and its
     piece could not be logged."""
     for name in names:
-        if name == "reproducibility":
+        if name in BOOK_PAGES:
             continue
         try:
             pieces.read(name)
@@ -906,7 +947,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.pipeline", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("execute", help="execute chapters with papermill into executed/")
-    ex.add_argument("chapters", nargs="*", help=f"default: all ({', '.join(chapters())})")
+    ex.add_argument("chapters", nargs="*", help=f"default: all ({', '.join(chapters())}) and {', '.join(EXAMPLE_PAGES)}")
     ex.add_argument("--profile", default="quick", choices=PROFILES)
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--device", default="auto")
@@ -936,10 +977,12 @@ def main(argv=None) -> None:
             from symlib.book.cache import CACHED_ONLY_VARIABLE
 
             os.environ[CACHED_ONLY_VARIABLE] = "1"  # the kernels inherit it
-        names = list(dict.fromkeys(args.chapters)) or chapters()  # a name given twice runs once
+        # a name given twice runs once; without names, every chapter and the example pages
+        names = list(dict.fromkeys(args.chapters)) or chapters() + list(EXAMPLE_PAGES)
         for name in names:
             _source(name)  # fail on a typo before running anything
         _check_pieces_files(names)
+        _check_inputs(names, profile=args.profile, device=args.device, computing=True)
         _default_jobs(args.profile, args.device)
         _execute_chapters(names, profile=args.profile, seed=args.seed, device=args.device)
     elif args.command == "compute":
@@ -949,6 +992,7 @@ def main(argv=None) -> None:
         except ValueError as err:
             raise SystemExit(str(err)) from None
         _check_pieces_files(args.chapters)
+        _check_inputs(args.chapters, profile=args.profile, device=args.device, computing=True)
         _default_jobs(args.profile, args.device)
         if compute(args.chapters, profile=args.profile, seed=args.seed, device=args.device, skip=tuple(args.skip)):
             sys.exit(BUDGET_EXIT)

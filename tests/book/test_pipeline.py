@@ -634,6 +634,7 @@ def test_build_takes_the_pages_from_the_redirected_folder(sandbox, monkeypatch, 
     pages.mkdir()
     (pages / "00_symmetries.ipynb").write_text("this run's page")
     (pages / "reproducibility.ipynb").write_text("this run's ledger")
+    (pages / "using-symlib.ipynb").write_text("this run's examples")
     (sandbox / "executed").mkdir()
     (sandbox / "executed" / "01_ortho_skip.ipynb").write_text("an older in-tree run")
     monkeypatch.setenv("SYMLIB_EXECUTED", str(pages))
@@ -641,8 +642,41 @@ def test_build_takes_the_pages_from_the_redirected_folder(sandbox, monkeypatch, 
     tree = sandbox / "executed"
     assert (tree / "00_symmetries.ipynb").read_text() == "this run's page"
     assert (tree / "reproducibility.ipynb").read_text() == "this run's ledger"
+    assert (tree / "using-symlib.ipynb").read_text() == "this run's examples"
     assert "has not been executed" in (tree / "01_ortho_skip.ipynb").read_text()  # not the older run
     assert "SYMLIB_EXECUTED=" in capsys.readouterr().out
+
+
+def test_build_executes_a_missing_book_page_first(sandbox, monkeypatch):
+    """The "Using symlib" page is executed by the build when no executed copy exists (a fresh
+    clone that ran one chapter), in book/, with no results file or pieces file of its own."""
+    calls = fake_papermill(monkeypatch)
+    pages = sandbox / "pages"
+    pages.mkdir()
+    (pages / "reproducibility.ipynb").write_text("this run's ledger")
+    monkeypatch.setenv("SYMLIB_EXECUTED", str(pages))
+    pipeline._in_tree_pages()
+    assert [Path(c["cwd"]) for c in calls] == [pipeline.USING_PAGE.parent]
+    page = nbformat.read(sandbox / "executed" / "using-symlib.ipynb", as_version=4)
+    assert page.cells[0].source.startswith("(using-symlib)=")
+    assert (sandbox / "executed" / "reproducibility.ipynb").read_text() == "this run's ledger"
+    assert not (sandbox / "results").exists()  # no results file, no pieces file
+
+
+def test_execute_without_names_runs_every_chapter_and_the_example_page(sandbox, monkeypatch):
+    """`make book` (execute, no names) executes the "Using symlib" page beside the chapters, then
+    the reproducibility page; naming chapters leaves the example page alone."""
+    calls = fake_papermill(monkeypatch, _kernel_writes_results)
+    monkeypatch.setattr(pipeline, "chapters", lambda: ["00_symmetries"])
+    monkeypatch.setenv("SYMLIB_CHAPTER_JOBS", "1")
+    pipeline.main(["execute", "--profile", "smoke"])
+    executed = sandbox / "executed"
+    assert {p.name for p in executed.iterdir()} == {"00_symmetries.ipynb", "using-symlib.ipynb", "reproducibility.ipynb"}
+    assert [Path(c["cwd"]).name for c in calls] == ["notebooks", "book", "book"]
+    assert not (sandbox / "results" / "pieces" / "using-symlib.json").exists()
+    calls.clear()
+    pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    assert [Path(c["cwd"]).name for c in calls] == ["notebooks", "book"]  # the chapter, the ledger
 
 
 def test_build_refuses_a_read_only_checkout_by_name(sandbox, monkeypatch):
@@ -905,3 +939,23 @@ def test_compute_killed_from_outside_logs_its_piece_with_the_items_cached(sandbo
     assert piece["outcome"] == "failed" and 2 < piece["seconds"] < 60
     assert piece["note"].startswith(f"{pieces.TERMINATED} after ")
     assert piece["note"].endswith("; work: 3 of 8 items cached")
+
+
+def test_bad_inputs_fail_before_a_kernel_starts(sandbox, monkeypatch):
+    """Before: a device this machine lacks failed inside the kernel, after a full traceback."""
+    calls = fake_papermill(monkeypatch)
+    with pytest.raises(SystemExit, match="sees no CUDA GPU here|unknown device"):
+        pipeline.main(["execute", "--profile", "smoke", "--device", "cuda:7", "00_symmetries"])
+    with pytest.raises(SystemExit, match="unknown device 'gpu'"):
+        pipeline.main(["compute", "--profile", "smoke", "--device", "gpu", "00_symmetries"])
+    assert calls == []
+
+
+def test_a_cache_without_room_fails_before_anything_computes(sandbox, monkeypatch):
+    from symlib import files
+
+    calls = fake_papermill(monkeypatch)
+    monkeypatch.setattr(files, "free_bytes", lambda path: 10)
+    with pytest.raises(SystemExit, match=r"not enough space for the cache at .*: it needs 1,073,741,824 bytes, 10 are free"):
+        pipeline.main(["execute", "--profile", "smoke", "00_symmetries"])
+    assert calls == []
