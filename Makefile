@@ -34,7 +34,7 @@ STAMP := $(VENV)/.installed
 CHAPTER_NAMES := $(sort $(patsubst notebooks/%.md,%,$(wildcard notebooks/[0-9][0-9]*_*.md)))
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint test book publish compare execute build chapter linkcheck browser-test clean chapters
+.PHONY: help install lint test book publish compare execute build chapter linkcheck browser-test page-scan clean chapters
 
 help: ## list the targets and variables (this text)
 	@echo "usage: make TARGET [VARIABLE=value ...]"
@@ -60,9 +60,9 @@ $(error CHAPTER is not set)
 endif
 endif
 ifneq ($(filter $(USES_CHAPTER),$(MAKECMDGOALS)),)
-ifneq ($(filter-out $(CHAPTER_NAMES) reproducibility,$(CHAPTER)),)
+ifneq ($(filter-out $(CHAPTER_NAMES) reproducibility using-symlib,$(CHAPTER)),)
 $(info chapters: $(CHAPTER_NAMES))
-$(error unknown chapter: $(filter-out $(CHAPTER_NAMES) reproducibility,$(CHAPTER)))
+$(error unknown chapter: $(filter-out $(CHAPTER_NAMES) reproducibility using-symlib,$(CHAPTER)))
 endif
 endif
 
@@ -107,8 +107,11 @@ compare: $(STAMP) ## compare a rerun (results/CHAPTER.json) with its published T
 linkcheck: $(STAMP) ## check every internal link and anchor of the built book (offline)
 	$(PY) -m symlib.book.linkcheck _build/html
 
-browser-test: $(STAMP) ## open every built page in headless Chromium (needs chromium and chromium-driver)
+browser-test: $(STAMP) ## check every built page in headless Chromium (needs chromium, chromium-driver)
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py
+
+page-scan: $(STAMP) ## scan every built page's text for process wording and gaps in claim numbers
+	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_pages.py
 
 # SYMLIB_CACHE, SYMLIB_RESULTS and SYMLIB_EXECUTED are honoured (python -m symlib.book.pipeline
 # clean). Without $(VENV) the library cannot run: the checkout's own folders are removed, and a

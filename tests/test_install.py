@@ -86,16 +86,20 @@ def test_ci_runs_the_linter():
     assert re.search(r"^timed lint make lint$", (ROOT / ".ci/run").read_text(), re.MULTILINE)
 
 
-def test_pages_workflow_never_restores_stale_results():
+def test_pages_workflow_caches_only_what_the_build_reads():
+    """CI starts the results cache and Stan's compiled models empty (.ci/run points both at a
+    folder of its own), so caching them in the workflow would restore what no build reads; pip's
+    downloads, which .ci/run keeps where pip puts them, are the one cache."""
     wf = yaml.safe_load((ROOT / ".github/workflows/book.yml").read_text())
     build, deploy = wf["jobs"]["build"], wf["jobs"]["deploy"]
-    caches = [s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
-    symlib_cache = next(s for s in caches if s["with"]["path"] == ".cache/symlib")
-    assert "restore-keys" not in symlib_cache["with"], (
-        "a fallback key brings back older code's numbers"
-    )
-    assert "symlib/**" in symlib_cache["with"]["key"], "the key must change with the code"
-    assert any(s["with"]["path"] == "~/.cache/httpstan" for s in caches)
+    assert not [s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+    ci = (ROOT / ".ci/run").read_text()
+    assert 'export XDG_CACHE_HOME="$CI_CACHES/xdg" SYMLIB_CACHE="$CI_CACHES/symlib"' in ci
+    assert 'PIP_CACHE_DIR="${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}"' in ci  # before the override
+    assert ci.index("PIP_CACHE_DIR=") < ci.index('export XDG_CACHE_HOME="$CI_CACHES')
+    python = next(s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/setup-python"))
+    assert python["with"]["cache"] == "pip"
+    assert {"pyproject.toml", "constraints.txt"} <= set(python["with"]["cache-dependency-path"].split())
     # Least privilege: only the deploy job may write Pages; pull requests upload nothing.
     assert wf["permissions"] == {"contents": "read"}
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
@@ -184,3 +188,33 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_repository_and_the_books_address_are_set_in_one_place():
+    """`repository` and `html.baseurl` in _config.yml, documented there; the workflow injects
+    neither, and no dead `latex` setting is left (no PDF is built)."""
+    text = (ROOT / "_config.yml").read_text()
+    config = yaml.safe_load(text)
+    assert set(config["repository"]) >= {"url", "branch"} and "baseurl" in config["html"]
+    assert "latex" not in config
+    comment = text[: text.index("\nrepository:")].rsplit("\n\n", 1)[-1]
+    assert "html.baseurl" in comment and "repository.url" in comment and "a fork" in comment
+    assert "SYMLIB_REPOSITORY" not in (ROOT / ".github/workflows/book.yml").read_text()
+
+
+def _actionlint() -> str | None:
+    venv = ROOT / ".venv" / "bin" / "actionlint"
+    return shutil.which("actionlint") or (str(venv) if venv.exists() else None)
+
+
+def test_ci_runs_actionlint_on_the_workflows():
+    ci = (ROOT / ".ci/run").read_text()
+    assert re.search(r"^timed actionlint lint_workflows$", ci, re.MULTILINE)
+    assert '"$bin" -no-color .github/workflows/*.yml' in ci
+
+
+@pytest.mark.skipif(_actionlint() is None, reason="actionlint is not installed")
+def test_the_workflows_pass_actionlint():
+    done = subprocess.run([_actionlint(), "-no-color", *sorted(map(str, (ROOT / ".github/workflows").glob("*.yml")))],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -3,12 +3,14 @@
 - Figures are numbered per chapter, with the chapter's own number: chapter 2a's first figure is
   "Fig. 2a.1" (Sphinx numbers them across the whole book otherwise), and ``{numref}`` follows.
 - The repository, source, edit, issue and launch (Binder) buttons appear when the repository URL
-  is known at build time: ``SYMLIB_REPOSITORY_URL``, else ``GITHUB_SERVER_URL/GITHUB_REPOSITORY``
-  (set in GitHub Actions), else the git remote ``origin``; without one they are left out. The
-  branch is ``SYMLIB_REPOSITORY_BRANCH`` (default ``main``). Their
-  links point at the MyST sources in ``notebooks/`` (``executed/`` is a build output). Colab
-  opens only ``.ipynb`` files from a repository, which this one does not commit, so it is not
-  offered.
+  is known at build time: ``SYMLIB_REPOSITORY_URL``, else ``repository.url`` in ``_config.yml``,
+  else ``GITHUB_SERVER_URL/GITHUB_REPOSITORY`` (set in GitHub Actions), else the git remote
+  ``origin``; without one they are left out. The branch is ``SYMLIB_REPOSITORY_BRANCH``, else
+  ``repository.branch`` (``main``). ``html.baseurl``, the published book's address, is taken in
+  GitHub Actions from a github.com repository (its Pages site) when ``_config.yml`` leaves it
+  empty. The landing page links to both (``{code-location}``). The buttons' links point at the
+  MyST sources in ``notebooks/`` and ``book/`` (``executed/`` is a build output). Colab opens only
+  ``.ipynb`` files from a repository, which this one does not commit, so it is not offered.
 - ``book/_static/symlib.css``: tables, captions, the ledger's status colours.
 """
 
@@ -40,9 +42,11 @@ def _per_chapter_numbers(app, env):
     return []
 
 
-def repository_url() -> str | None:
-    """The repository's https URL at build time, or None (see the module docstring)."""
-    url = os.environ.get("SYMLIB_REPOSITORY_URL", "").strip()
+def repository_url(configured: str = "") -> str | None:
+    """The repository's https URL at build time, or None: ``SYMLIB_REPOSITORY_URL``, else
+    ``configured`` (``repository.url`` of ``_config.yml``), else GitHub Actions' repository, else
+    the git remote ``origin``."""
+    url = os.environ.get("SYMLIB_REPOSITORY_URL", "").strip() or (configured or "").strip()
     if not url and os.environ.get("GITHUB_REPOSITORY"):
         url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{os.environ['GITHUB_REPOSITORY']}"
     if not url:
@@ -58,14 +62,32 @@ def repository_url() -> str | None:
     return f"https://{host}/{m[4]}/{m[5]}"
 
 
-def _buttons(app, config):
-    url = repository_url()
-    if not url:
-        return
+def pages_url(repository: str | None) -> str | None:
+    """The GitHub Pages address the ``book`` workflow publishes a github.com repository's book
+    to (``https://owner.github.io/repo/``; ``https://owner.github.io/`` for the repository
+    ``owner.github.io``), or None for another host."""
+    m = re.match(r"^https://github\.com/([^/]+)/([^/]+)$", repository or "")
+    if not m:
+        return None
+    owner, repo = m[1].lower(), m[2]
+    return f"https://{owner}.github.io/" if repo.lower() == f"{owner}.github.io" else f"https://{owner}.github.io/{repo}/"
+
+
+def resolve(config) -> None:
+    """Fill ``_config.yml``'s ``repository`` and ``html.baseurl`` where they are left empty (the
+    module docstring says from where), and turn on the buttons when a repository is known. The
+    published address is taken from the repository only in GitHub Actions (the ``book``
+    workflow publishes there): a local build names no site it cannot know exists."""
     opts = config.html_theme_options
+    url = repository_url(opts.get("repository_url", ""))
+    if not config.html_baseurl and url and os.environ.get("GITHUB_ACTIONS") == "true":
+        config.html_baseurl = pages_url(url) or ""
+    if not url:
+        opts["repository_url"] = ""
+        return
     opts.update({
         "repository_url": url,
-        "repository_branch": os.environ.get("SYMLIB_REPOSITORY_BRANCH") or "main",
+        "repository_branch": os.environ.get("SYMLIB_REPOSITORY_BRANCH") or opts.get("repository_branch") or "main",
         "path_to_docs": "",
         "use_repository_button": True,
         "use_issues_button": True,
@@ -77,11 +99,31 @@ def _buttons(app, config):
                                   "colab_url": "", "notebook_interface": "classic"}
 
 
+def _buttons(app, config):
+    resolve(config)
+
+
+def code_location_html(repository: str | None, branch: str = "main", site: str | None = None) -> str:
+    """The landing page's paragraph: links to the published book (``site``) and to the code
+    (``repository``). Without a repository it names the folders that hold the code; it never
+    makes an address up."""
+    online = (f'This book is published at <a href="{site}">{site}</a>. ' if site else "")
+    if repository:
+        return (f'<p class="symlib-code-location">{online}Its code, every chapter\'s notebook and the '
+                f'<code>symlib</code> library, is at <a href="{repository}">{repository}</a> (branch '
+                f"<code>{branch}</code>): <code>git clone {repository}</code>, then <code>make test</code> and "
+                "<code>make book</code>. Each page's buttons link to its source and can download it as "
+                "<code>.md</code> or <code>.ipynb</code>.</p>")
+    return (f'<p class="symlib-code-location">{online}Its code is the repository this copy was built from: '
+            "every chapter's notebook is in <code>notebooks/</code>, the <code>symlib</code> library in "
+            "<code>symlib/</code>, and each page's download button gives its source as <code>.md</code> or "
+            "<code>.ipynb</code>.</p>")
+
+
 class CodeLocation:
-    """``{code-location}``: where the book's code is, from the one setting that also drives the
-    repository and launch buttons (``SYMLIB_REPOSITORY_URL``, GitHub Actions' variables or the git
-    remote ``origin``, :func:`repository_url`). Without one it says how to get and rerun the
-    code from the copy the book was built from; it never makes an address up."""
+    """``{code-location}``: where the book is published and where its code is, from the settings
+    that also drive the repository and launch buttons (``repository`` and ``html.baseurl`` in
+    ``_config.yml``, filled by :func:`resolve`)."""
 
     @staticmethod
     def directive():
@@ -92,21 +134,10 @@ class CodeLocation:
             has_content = False
 
             def run(self):
-                url = repository_url()
-                if url:
-                    branch = os.environ.get("SYMLIB_REPOSITORY_BRANCH") or "main"
-                    html = (f'<p class="symlib-code-location">The code of this book, every chapter\'s notebook '
-                            f'and the <code>symlib</code> library, is at <a href="{url}">{url}</a> (branch '
-                            f"<code>{branch}</code>): <code>git clone {url}</code>, then <code>make test</code> "
-                            "and <code>make book</code>. Each page's buttons link to its source and can download "
-                            "it as <code>.md</code> or <code>.ipynb</code>.</p>")
-                else:
-                    html = ('<p class="symlib-code-location">This copy of the book was built without a repository '
-                            "address (set <code>SYMLIB_REPOSITORY_URL</code> when building to show one, with "
-                            "source and launch buttons). The code is the folder it was built from: its "
-                            "<code>notebooks/</code> hold every chapter, <code>symlib/</code> the library; "
-                            "<code>make test</code> and <code>make book</code> rerun them, and each page's "
-                            "download button gives its <code>.md</code> or <code>.ipynb</code>.</p>")
+                config = self.state.document.settings.env.config
+                opts = config.html_theme_options
+                html = code_location_html(opts.get("repository_url") or None, opts.get("repository_branch") or "main",
+                                          config.html_baseurl or None)
                 return [nodes.raw("", html, format="html")]
 
         return _CodeLocation
@@ -114,8 +145,8 @@ class CodeLocation:
 
 def source_path(docname: str) -> str | None:
     """Where a built page's source lives in the repository (None: it is not a generated page)."""
-    if docname == "executed/reproducibility":
-        return "book/reproducibility.md"
+    if docname in ("executed/reproducibility", "executed/using-symlib"):  # pipeline.BOOK_PAGES
+        return f"book/{docname.split('/', 1)[1]}.md"
     if docname.startswith("executed/"):
         return f"notebooks/{docname.split('/', 1)[1]}.md"
     return None

@@ -920,7 +920,7 @@ def _check_inputs(names: list[str], *, profile: str, device: str, computing: boo
     except (TypeError, ValueError) as err:
         raise SystemExit(f"[symlib] {err}") from None
     for name in names:
-        chapter = declared(name) if name != "reproducibility" else None
+        chapter = declared(name) if name not in BOOK_PAGES else None
         if chapter is not None and profile not in chapter.profiles:
             raise SystemExit(f"[symlib] {name} has no {profile!r} profile; its profiles: {', '.join(chapter.profiles)}")
     if computing and not cached_only():
