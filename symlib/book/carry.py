@@ -1,4 +1,4 @@
-"""Carry an unfinished chapter run from one machine or session to the next.
+"""Carry an unfinished chapter run from one machine, or one working day, to the next.
 
 A chapter's work is a set of cache entries (:mod:`symlib.book.cache`): one per stage, and one per
 item of a fan-out stage (chapter 4's Stan fits, a sweep's settings). A run stopped at its budget

@@ -1,6 +1,6 @@
 """Compare two runs' results files: did any number, verdict or text move?
 
-The check behind a refactor that must move no number (issue 27): build the book before and
+The check behind a refactor that must move no number: build the book before and
 after, then compare the two ``results/`` folders::
 
     python -m symlib.book.compare tests/golden/quick-results results

@@ -230,7 +230,7 @@ def minutes_phrase(minutes: float, devices) -> str:
     """``"22 minutes of device compute"`` for a run with an accelerator among ``devices`` (the
     device names the pieces logged, e.g. ``"cuda (NVIDIA H200)"``), ``"22 minutes"`` for one on
     the CPU alone (its minutes are the machine's, not a device's). The minutes are the pieces'
-    own seconds (what ``log_piece`` records): a lent machine's start and the transfers to and
+    own seconds (what ``log_piece`` records): a remote machine's start and the transfers to and
     from it are not in them."""
     devices = [devices] if isinstance(devices, str) else list(devices or [])
     cpu_only = bool(devices) and all(str(d).split(" ")[0] == "cpu" for d in devices)

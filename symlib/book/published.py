@@ -612,7 +612,7 @@ def restarted(tier: str = "paper") -> list[str]:
     would start again: their latest pieces ran another compute code
     (:func:`~symlib.book.provenance.compute_code_hash`), so their checkpoints are not continued. One
     line each, saying how much compute that drops and how to record it where it is meant (the test
-    suite fails on any: a GPU run goes over many sessions, and an edit of its code, a comment
+    suite fails on any: a GPU run goes over many pieces, and an edit of its code, a comment
     included, would silently throw its pieces away)."""
     found = []
     for path in sorted((published_dir(tier) / "progress").glob("*.json")):

@@ -4,7 +4,7 @@ joblib's local worker processes (the loky backend, :func:`symlib.book.parallel.f
 ``SYMLIB_JOBS`` above 1) are started once and reused by later fan-outs in the same process, with
 the environment they started with. A process that changes ``$SYMLIB_CACHE`` between two fan-outs
 (the test suite, one cache per test; ``benchmarks/quick_stages.py``, one per chapter; a user's
-session) then had its second fan-out's entries written to, and served from, the first one's cache.
+interactive Python) then had its second fan-out's entries written to, and served from, the first one's cache.
 
 :class:`EnvLokyBackend` is joblib's loky backend that hands the workers every ``SYMLIB_*``
 variable of the parent as it is when the fan-out starts. loky reuses its workers only while the
