@@ -81,7 +81,7 @@ def chapter_package_dir(config) -> Path | None:
 RENDERING_ONLY = frozenset(
     f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths",
                                      "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc", "pieces", "carry",
-                                     "workers", "checkpoints", "equivalence", "same_numbers")
+                                     "workers", "checkpoints", "equivalence", "same_numbers", "readme", "rerun")
 )
 """Modules that lay out pages, move files or start worker processes, and change no number or
 verdict of a run: a change to them does not make a published run stale."""

@@ -169,7 +169,9 @@ def run_times(root: Path | None = None) -> str:
             dates = first if first == last else f"{first} to {last}"
             rows.append(f"| {ledger.chapter_title(chapter)} | `{tier}` | {_took(_minutes(record))} | "
                         f"{run.get('pieces', 1)} | {device} ({hosts}) | {dates or _date(record)} |")
-    return "\n".join(rows) + ("\n\nAdded up: " + "; ".join(totals) + "." if totals else "")
+    table = "\n".join(["```{table} Where and how long each published run computed its numbers",
+                         ":name: table-published-runs", "", *rows, "```"])
+    return table + ("\n\nAdded up: " + "; ".join(totals) + "." if totals else "")
 
 
 BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {

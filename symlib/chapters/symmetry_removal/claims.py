@@ -263,8 +263,8 @@ def claims(results: Mapping, *, sort_key: SortKey = REPRODUCED_SORT_KEY,
             text=("On MNIST the variations of the sorting permutation are \"scarce yet gathered around points of "
                   "instability\"; \"the weights nearly never permute in the last phase of the training\""),
             paper="Laurent et al. Sec. 5.2, Fig. 4 (left)",
-            ours=(f"{rare_ours} ({ch['n_networks']} tracked networks above chance, {config.optunet_epochs} epochs; "
-                  f"units sorted by {sort_key.value}; reading: {reading.value})"),
+            # the sort key and the reading are the sweep's setting column (and the criterion's text)
+            ours=f"{rare_ours} ({ch['n_networks']} tracked networks above chance, {config.optunet_epochs} epochs)",
             holds=rare,
             criterion=("a network permutes at a step where Kendall's tau between its successive sorting orders (Fig. 4's "
                        "measure) is < 1; units sorted by descending first incoming weight of the raw network (the "
