@@ -195,8 +195,8 @@ def rare_late(changes: Mapping, config, reading: Reading = Reading.NEVER) -> tup
     phase = f"epochs {start + 1}-{n_epochs}"
     if reading is Reading.NEVER:
         share = float((counts == 0).mean()) if len(counts) else float("nan")
-        return bool(share >= 0.5), (f"{share:.0%} of {len(counts)} networks never permute in the last phase ({phase}); "
-                                    f"median network: {np.median(counts):.0f} permuting steps")
+        return bool(share >= 0.5), (f"{share:.0%} of {len(counts)} never permute in {phase}; "
+                                    f"median {np.median(counts):.0f} steps")
     if reading is Reading.END_ORDER:
         perms = changes["epoch_perms"]
         tau = layer_taus(perms[start], perms[-1]).mean(-1).numpy()
@@ -264,7 +264,7 @@ def claims(results: Mapping, *, sort_key: SortKey = REPRODUCED_SORT_KEY,
                   "instability\"; \"the weights nearly never permute in the last phase of the training\""),
             paper="Laurent et al. Sec. 5.2, Fig. 4 (left)",
             # the sort key and the reading are the sweep's setting column (and the criterion's text)
-            ours=f"{rare_ours} ({ch['n_networks']} tracked networks above chance, {config.optunet_epochs} epochs)",
+            ours=rare_ours,
             holds=rare,
             criterion=("a network permutes at a step where Kendall's tau between its successive sorting orders (Fig. 4's "
                        "measure) is < 1; units sorted by descending first incoming weight of the raw network (the "
