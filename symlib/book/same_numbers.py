@@ -40,7 +40,7 @@ from symlib.book.paths import project_root_or_cwd
 
 __all__ = ["compare_caches", "identical", "main", "prove"]
 
-TIMING_KEY = re.compile(r"(^|_)(s|ms|sec|secs|seconds|time|times|wall|elapsed)$")
+TIMING_KEY = re.compile(r"((^|_)(s|ms|sec|secs|seconds|time|times|wall|elapsed)$)|(^time\b)|(\((s|ms|min)\)$)")
 """Dict keys holding a wall-clock duration (``warmup_s``, ``seconds``, ``sample_time``): left out
 of the comparison, named in the evidence."""
 

@@ -100,9 +100,9 @@ def test_the_registry_shipped_is_valid():
 
 
 def test_wall_clock_timings_are_set_aside_and_named():
-    a = {"fit": {"draws": torch.ones(3), "warmup_s": 0.02, "seconds": 1.5}, "n_steps": 10}
-    b = {"fit": {"draws": torch.ones(3), "warmup_s": 0.03, "seconds": 1.7}, "n_steps": 10}
+    a = {"fit": {"draws": torch.ones(3), "warmup_s": 0.02, "seconds": 1.5, "time (s)": 0.1}, "n_steps": 10}
+    b = {"fit": {"draws": torch.ones(3), "warmup_s": 0.03, "seconds": 1.7, "time (s)": 0.2}, "n_steps": 10}
     assert same_numbers.identical(a, b) and same_numbers.first_difference(a, b) is None
-    assert {"warmup_s", "seconds"} <= same_numbers._TIMINGS_SEEN
+    assert {"warmup_s", "seconds", "time (s)"} <= same_numbers._TIMINGS_SEEN
     b["n_steps"] = 11  # 'steps' is no timing
     assert same_numbers.first_difference(a, b) == "['n_steps']: int 10 against int 11"
