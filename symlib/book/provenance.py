@@ -4,17 +4,17 @@ Every results file records them, so a published run can be compared with the cod
 of a later checkout: when either hash differs, the numbers were made by an older version.
 
 - The *profile hash* covers the profile's values (the dataclass, as canonical JSON).
-- The *code hash* covers what can change a chapter's numbers: the chapter's own package, its
-  notebook, and the library modules they import, directly or through other modules (with the
-  Stan programs and data files beside them, and the book machinery, which imports chapters by
-  name), less the modules that only lay out pages (:data:`RENDERING_ONLY`). Other chapters'
-  packages and modules the chapter never imports are left out, so editing chapter 3 or adding a
-  sampler chapter 1 does not use leaves chapter 1's published run current
-  (:data:`HASH_SCHEME` 2; records written before it were hashed over the whole library and
-  are compared that way).
+- The *code hash* covers what can change a chapter's numbers and verdicts: the chapter's own
+  package, its notebook's code, and the library modules they import, directly or through other
+  modules (with the Stan programs and data files beside them), as far as those modules compute or
+  judge (:data:`BOOK_ROLES`: the book machinery that runs, stores, lays out and publishes runs is
+  in no hash; a golden test of every stage's smoke results checks that it moves no number).
+  Other chapters' packages and modules the chapter never imports are left out, and a module
+  counts by its code, not its docstrings or comments (:data:`HASH_SCHEME` 5; records written
+  under an older scheme are compared under it, or through the registry of equivalences).
 - The *stage code hash* (:func:`stage_code_hash`) is what every cache entry records of the code
   that computed it: the chapter's package, the chapter packages it names and the modules they
-  import, without the notebook (stages compute in the library). The cache recomputes an entry
+  import and that compute, without the notebook (stages compute in the library). The cache recomputes an entry
   whose stage code hash is not this checkout's, and results files carry the hashes of the
   entries they were made from, so a published run is compared with the code that computed its
   numbers, not only with the code that rendered them. A chapter may narrow it stage by stage
@@ -39,20 +39,24 @@ from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root
 
 __all__ = [
+    "BOOK_ROLES",
     "HASH_SCHEME",
     "chapter_of",
     "chapter_package_dir",
+    "code_current",
     "code_hash",
     "combined_code_hash",
     "compute_code_hash",
     "declared",
     "declared_stage_code",
+    "fingerprint",
     "git_commit",
     "import_closure",
     "notebook_code",
     "package_of_chapter",
     "profile_hash",
     "provenance",
+    "role",
     "stage_code_hash",
     "stage_experiments",
     "stale_code_groups",
@@ -78,16 +82,63 @@ def chapter_package_dir(config) -> Path | None:
     return None
 
 
+BOOK_ROLES: dict[str, str] = {
+    # compute: code a stage runs to make its numbers (its random streams, the data it reads)
+    "streams": "compute", "data": "compute",
+    # verdict: turns a run's numbers into its claims' verdicts; in a record's rendering hash
+    "chapter": "verdict", "results": "verdict", "preconditions": "verdict",
+    # contract: declares stages, runs them, stores and fans out their results; moves no number by
+    # design, which tests/golden/smoke_numbers.json checks (every stage's smoke result, bit for bit)
+    "__init__": "contract", "cache": "contract", "parallel": "contract", "runtime": "contract",
+    "profiles": "contract", "workers": "contract",
+    # layout: lays out pages, tables and figures
+    "tables": "layout", "cards": "layout", "ledger": "layout", "plotting": "layout", "reference": "layout",
+    "apidoc": "layout", "linkcheck": "layout", "readme": "layout",
+    # run: executes, compares, publishes and carries runs; hashes code
+    "pipeline": "run", "published": "run", "provenance": "run", "paths": "run", "side_by_side": "run",
+    "compare": "run", "pieces": "run", "carry": "run", "checkpoints": "run", "equivalence": "run",
+    "same_numbers": "run", "rerun": "run", "bridges": "run",
+}
+"""The role of every module of ``symlib/book`` (a test checks that none is missing), which decides
+what its code counts for (:data:`HASH_SCHEME` 5):
+
+- ``compute`` modules count in the code hashes of every stage and chapter whose code imports them;
+- ``verdict`` modules count in a chapter's code hash (the code that rendered and judged a record),
+  not in its stages' (:func:`stage_code_hash`);
+- ``contract``, ``layout`` and ``run`` modules count in neither, and a code hash does not follow
+  their imports. The contract modules call the stages and store what they return: that they move
+  no number is checked by a test of every stage's smoke-profile result against the golden file
+  ``tests/golden/smoke_numbers.json``, not by making every cache entry and published run stale.
+
+Modules outside ``symlib/book`` compute, except :data:`OTHER_ROLES`."""
+
+CONTRACT_COMPUTE = ("streams",)
+"""The ``compute`` modules of :data:`BOOK_ROLES` that every stage runs through the contract
+(``ctx.stream(...)``) without importing them: in every scheme-5 code hash."""
+
+OTHER_ROLES: dict[str, str] = {"files.py": "run"}
+"""Roles of modules outside ``symlib/book`` that compute nothing (paths relative to ``symlib/``)."""
+
 RENDERING_ONLY = frozenset(
     f"book/{name}.py" for name in ("tables", "published", "pipeline", "plotting", "provenance", "reference", "paths",
                                      "side_by_side", "linkcheck", "compare", "ledger", "cards", "apidoc", "pieces", "carry",
-                                     "workers", "checkpoints", "equivalence", "same_numbers", "readme", "rerun")
+                                     "workers", "checkpoints", "equivalence", "same_numbers", "readme", "rerun", "bridges")
 )
-"""Modules that lay out pages, move files or start worker processes, and change no number or
-verdict of a run: a change to them does not make a published run stale."""
+"""The modules schemes 1 to 4 leave out of every code hash (they lay out pages, move files or
+start worker processes); kept as it was so that those schemes' hashes of a checkout stay what
+they were. Scheme 5 reads :data:`BOOK_ROLES` instead."""
 
 
-HASH_SCHEME = 4
+def role(path: Path) -> str:
+    """The role of a library file (:data:`BOOK_ROLES`, :data:`OTHER_ROLES`; ``compute`` otherwise,
+    data files included)."""
+    rel = Path(path).relative_to(SYMLIB).as_posix()
+    if rel.startswith("book/") and rel.count("/") == 1 and rel.endswith(".py"):
+        return BOOK_ROLES.get(rel[len("book/"):-3], "unclassified")
+    return OTHER_ROLES.get(rel, "compute")
+
+
+HASH_SCHEME = 5
 """How the code hashes are computed; results files record it (``provenance.hash_scheme``).
 
 1 (records without the field): the whole library outside ``chapters/`` (less
@@ -95,22 +146,24 @@ HASH_SCHEME = 4
 2: only the modules a chapter's code imports, directly or through other modules (static
 ``import`` / ``from ... import`` statements, anywhere in a file), with the package ``__init__``
 files on their way and the data files (``.stan``, ``.json``) beside them or in a data folder
-their code names (:func:`_data_files`; the Stan programs were left out before 2026-11-27, so a
-change to them went unnoticed): a change to a module the chapter never imports leaves its runs
-current. But a package ``__init__`` that re-exports its
-submodules (``symlib.inference`` imports all eight) pulled every sibling in: a chapter that
-imported ``mfvi`` alone was made stale by a change to ``hmc``.
+their code names (:func:`_data_files`), plus the whole book machinery less
+:data:`RENDERING_ONLY`. A package ``__init__`` that re-exports its submodules pulled every
+sibling in.
 3: as 2, except that a package ``__init__``'s imports of its own submodules are followed only as
 far as a chapter asks for them (:func:`import_closure_precise`): ``from symlib.inference import
-mfvi`` counts ``inference/__init__.py`` and ``mfvi.py``; ``from symlib.nn import MLPSpec`` counts
-``nn/__init__.py`` and the module it re-exports ``MLPSpec`` from. A plain ``import symlib.nn``
-still counts every module the ``__init__`` imports (attribute access cannot be traced).
+mfvi`` counts ``inference/__init__.py`` and ``mfvi.py``. A plain ``import symlib.nn`` still counts
+every module the ``__init__`` imports (attribute access cannot be traced).
 4: as 3, except that the notebook counts by its code (:func:`notebook_code`: its front matter and
-code cells, with their options), not its prose: an edit of a chapter's text leaves its published
-runs current, where it had made a finished `paper` run stale for good (its cache is deleted once
-published, so it cannot be rendered again). The record holds only what the code cells made. Stage
-code hashes have no notebook, so they are scheme 3's: every cache entry and checkpoint stays
-current."""
+code cells, with their options), not its prose. Stage code hashes have no notebook, so they are
+scheme 3's.
+5: the code that computes, by its meaning. A stage's hash covers its code and the modules it
+imports whose role (:data:`BOOK_ROLES`) is ``compute``; a chapter's code hash adds its other
+modules, its notebook's code and the ``verdict`` modules; no hash starts from, or follows the
+imports of, a ``contract``, ``layout`` or ``run`` module, so the book machinery that executes,
+stores and publishes runs can be restructured without making a run stale. A Python module
+counts by its syntax tree without docstrings (:func:`fingerprint`): a comment, a docstring or a
+line break changes no hash. Records and cache entries of scheme 4 are carried over by the
+registry of equivalences (:mod:`symlib.book.bridges`: both schemes' hashes of the same files)."""
 
 
 def code_hash(chapter_dir: Path | None = None, notebook: Path | None = None, *, scheme: int = HASH_SCHEME) -> str:
@@ -256,10 +309,29 @@ def stale_code_groups(chapter: str, groups, *, scheme: int = HASH_SCHEME) -> lis
         if not isinstance(group, dict):
             continue
         stages = group.get("stages") or [chapter]
-        nows = {s: stage_code_hash(s, scheme=scheme) for s in stages}
-        if not all(equivalent(s, group.get("code_hash"), now) for s, now in nows.items()):
+        recorded = group.get("code_hash")
+        nows = {s: stage_code_hash(s) for s in stages}
+        # current: the same hash under the record's scheme, or proven equivalent (registry) to
+        # this checkout's hash under the current scheme
+        if not all(equivalent(s, recorded, stage_code_hash(s, scheme=scheme)) or equivalent(s, recorded, now)
+                   for s, now in nows.items()):
             out.append((group, ", ".join(sorted(set(nows.values())))))
     return out
+
+
+RENDER_SUFFIX = "#render"
+"""A chapter's code hash (:func:`code_hash`, with its notebook) is registered in the registry of
+equivalences under ``<chapter>#render`` (stage experiments are ``<chapter>-<stage>``)."""
+
+
+def code_current(chapter: str, recorded: str | None, chapter_dir: Path | None, notebook: Path | None,
+                 scheme: int) -> bool:
+    """Whether a record's chapter code hash ``recorded`` (written under ``scheme``) describes this
+    checkout's code: equal, or joined by the registry of equivalences, to its hash under that
+    scheme or under :data:`HASH_SCHEME`."""
+    if equivalent(chapter + RENDER_SUFFIX, recorded, code_hash(chapter_dir, notebook, scheme=scheme)):
+        return True
+    return equivalent(chapter + RENDER_SUFFIX, recorded, code_hash(chapter_dir, notebook))
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -439,10 +511,12 @@ def _inside(module: str, package: str) -> bool:
 
 
 def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
-                           root: Path | None = None) -> set[Path]:
+                           root: Path | None = None, follow=None) -> set[Path]:
     """:func:`import_closure` with package ``__init__`` files read as re-export tables
     (:data:`HASH_SCHEME` 3): an ``__init__``'s imports from inside its own package are followed
-    only for the names some file asks the package for; its other imports always."""
+    only for the names some file asks the package for; its other imports always. With
+    ``follow(path) -> bool`` (scheme 5), a file for which it is false is neither in the closure
+    nor followed."""
     root = root or SYMLIB.parent
     files: set[Path] = set()
     whole: set[Path] = set()          # files whose every import is followed
@@ -473,7 +547,7 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
             want_name(module, attr)
     while todo:
         path, name = todo.pop()
-        if not path.is_file():
+        if not path.is_file() or (follow is not None and not follow(path)):
             continue
         is_init = path.suffix == ".py" and path.name == "__init__.py"
         if path not in files:
@@ -522,17 +596,33 @@ def import_closure_precise(start: list[Path], names: set[str] = frozenset(), *,
 
 
 def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int = HASH_SCHEME) -> str:
-    """Hash (:data:`HASH_SCHEME` 2) the chapter packages (or single modules) ``chapter_dirs``, the modules they and
-    ``notebook`` import (:func:`import_closure`, less :data:`RENDERING_ONLY`) and ``notebook``.
-    The book machinery the pipeline runs every chapter with (``symlib/book``, less rendering) is
-    always included: it imports chapters by name, which a static scan cannot follow."""
+    """Hash the chapter packages (or single modules) ``chapter_dirs``, the modules they and
+    ``notebook`` import and ``notebook``'s code.
+
+    Schemes 2 to 4 (:func:`import_closure`, less :data:`RENDERING_ONLY`) start from the whole book
+    machinery too. Scheme 5 follows the imports of ``compute`` modules (:data:`BOOK_ROLES`), and of
+    ``verdict`` modules where there is a notebook (a chapter's code hash; a stage's has none), and
+    hashes each Python module by its :func:`fingerprint`."""
     start = [p for d in map(Path, chapter_dirs)
              for p in ([d.resolve()] if d.is_file() else d.resolve().rglob("*"))
              if p.is_file() and p.suffix in (".py", ".stan", ".json")]
-    start += [p for p in (SYMLIB / "book").glob("*.py")]
+    if scheme <= 4:
+        start += [p for p in (SYMLIB / "book").glob("*.py")]
+    else:  # the contract hands every stage its random streams: their code counts for every stage
+        start += [SYMLIB / "book" / f"{name}.py" for name in CONTRACT_COMPUTE]
     has_notebook = notebook is not None and notebook.is_file()
     text = "" if not has_notebook else notebook_code(notebook) if scheme >= 4 else notebook.read_text(errors="replace")
     names = _notebook_imports(text)
+    if scheme >= 5:
+        counted = ("compute", "verdict", "unclassified") if notebook is not None else ("compute", "unclassified")
+        follow = (lambda p: role(p) in counted)
+        files = sorted(import_closure_precise(start, names, follow=follow))
+        digest = hashlib.sha256(b"scheme 5\0")
+        for path in files:
+            digest.update(str(path.relative_to(SYMLIB)).encode() + b"\0" + fingerprint(path) + b"\0")
+        if has_notebook:
+            digest.update(b"notebook\0" + text.encode())
+        return digest.hexdigest()[:16]
     closure = import_closure(start, names) if scheme == 2 else import_closure_precise(start, names)
     files = sorted(p for p in closure if p.relative_to(SYMLIB).as_posix() not in RENDERING_ONLY)
     # scheme 4 reads the notebook differently and nothing else: without a notebook (every stage
@@ -543,6 +633,40 @@ def _closure_digest(chapter_dirs: list[Path], notebook: Path | None, scheme: int
     if has_notebook:   # scheme 4 hashes the code it scanned; older schemes the file's bytes
         digest.update(b"notebook\0" + (text.encode() if scheme >= 4 else notebook.read_bytes()))
     return digest.hexdigest()[:16]
+
+
+def fingerprint(path: Path) -> bytes:
+    """What of a file a scheme-5 code hash reads: a Python module's syntax tree, every string
+    statement (docstrings, attribute docstrings) left out, written out field by field with the
+    empty ones skipped (so that a Python version adding an optional field hashes alike); a
+    comment, a docstring or the layout of the code changes nothing. Other files by their bytes."""
+    path = Path(path)
+    if path.suffix != ".py":
+        return path.read_bytes()
+    return _scanned("tree", path, None, _tree_text).encode()
+
+
+def _tree_text(source: str) -> str:
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                kept = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+                                                and isinstance(b.value.value, str))]
+                setattr(node, field, kept or [ast.Pass()])
+
+    def text(value) -> str:
+        if isinstance(value, ast.AST):
+            parts = [f"{f}={text(v)}" for f in value._fields if (v := getattr(value, f, None)) is not None and v != []]
+            return f"{type(value).__name__}({','.join(parts)})"
+        if isinstance(value, list):
+            return "[" + ",".join(text(v) for v in value) + "]"
+        return repr(value)
+
+    return text(tree)
 
 
 def _digest(chapter_dirs: list[Path], notebook: Path | None) -> str:

@@ -32,6 +32,7 @@ from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.provenance import (
     HASH_SCHEME,
     chapter_package_dir,
+    code_current,
     code_hash,
     combined_code_hash,
     compute_code_hash,
@@ -404,7 +405,7 @@ def staleness(record: dict, current_profile, notebook: Path | None = None) -> li
     scheme = _scheme(prov)
     if prov.get("profile_hash") != profile_hash(current_profile):
         reasons.append("the `full` profile changed since")
-    if prov.get("code_hash") != code_hash(chapter_package_dir(current_profile), notebook, scheme=scheme):
+    if not code_current(record["chapter"], prov.get("code_hash"), chapter_package_dir(current_profile), notebook, scheme):
         reasons.append("the code changed since")
     return reasons + _computed_with_reasons(record["chapter"], prov.get("computed_with"), scheme)
 

@@ -19,6 +19,7 @@ on a size) would pass here, so keep to moves, renames and edits of code that com
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import math
@@ -38,9 +39,9 @@ from symlib.book import cache, equivalence
 from symlib.book.carry import known_chapters
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["compare_caches", "identical", "main", "prove"]
+__all__ = ["compare_caches", "identical", "main", "prove", "value_digest"]
 
-TIMING_KEY = re.compile(r"((^|_)(s|ms|sec|secs|seconds|time|times|wall|elapsed)$)|(^time\b)|(\((s|ms|min)\)$)")
+TIMING_KEY = re.compile(r"((^|_)(s|ms|sec|secs|seconds|time|times|timing|timings|wall|elapsed)$)|(^time\b)|(\((s|ms|min)\)$)")
 """Dict keys holding a wall-clock duration (``warmup_s``, ``seconds``, ``sample_time``): left out
 of the comparison, named in the evidence."""
 
@@ -69,6 +70,49 @@ def identical(a, b) -> bool:
     if hasattr(a, "__dict__") and not isinstance(a, type):
         return identical(vars(a), vars(b))
     return a == b
+
+
+def value_digest(value) -> str:
+    """A short digest of a result that two results share exactly when they are :func:`identical`
+    (NaN equal to NaN, ``-0.0`` to ``0.0``, wall-clock timings set aside), for pinning results
+    in a golden file."""
+    digest = hashlib.sha256()
+    _feed(digest, value)
+    return digest.hexdigest()[:16]
+
+
+def _feed(digest, v) -> None:
+    put = (lambda *parts: digest.update("\0".join(map(str, parts)).encode() + b"\1"))
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        put("tensor", v.dtype, tuple(v.shape))
+        if v.is_floating_point() or v.is_complex():
+            put(v.isnan().numpy().tobytes().hex())
+            v = torch.nan_to_num(v.to(torch.float64) if v.dtype == torch.bfloat16 else v, nan=0.0) + 0
+        digest.update(v.contiguous().numpy().tobytes())
+    elif isinstance(v, np.ndarray):
+        put("array", v.dtype, v.shape)
+        if v.dtype.kind in "fc":
+            put(np.isnan(v).tobytes().hex())
+            v = np.nan_to_num(v, nan=0.0) + 0
+        digest.update(np.ascontiguousarray(v).tobytes() if v.dtype != object else repr(v.tolist()).encode())
+    elif isinstance(v, float):
+        put("float", "nan" if math.isnan(v) else repr(v + 0.0))
+    elif isinstance(v, dict):
+        put("dict", type(v).__name__, len(v))
+        for k in sorted(v, key=repr):
+            if not _timing(k):
+                put("key", repr(k))
+                _feed(digest, v[k])
+    elif isinstance(v, list | tuple):
+        put(type(v).__name__, len(v))
+        for x in v:
+            _feed(digest, x)
+    elif hasattr(v, "__dict__") and not isinstance(v, type):
+        put("object", type(v).__name__)
+        _feed(digest, vars(v))
+    else:
+        put(type(v).__name__, repr(v))
 
 
 _TIMINGS_SEEN: set[str] = set()

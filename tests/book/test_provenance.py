@@ -36,25 +36,25 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     ]:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         (fake / rel).write_text(f"# {rel}\n")
-    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\n")
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib.book import data\n")
     monkeypatch.setattr(pv, "SYMLIB", fake)
     a = fake / "chapters" / "a"
     before = pv.code_hash(a)
-    (fake / "chapters/b/experiment.py").write_text("# changed\n")
+    (fake / "chapters/b/experiment.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) == before, "another chapter's code does not make this one stale"
-    (fake / "inference/hmc.py").write_text("# changed\n")
+    (fake / "inference/hmc.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) == before, "a library module the chapter does not import does not make it stale"
     assert pv.code_hash(a, scheme=1) != pv.code_hash(a), "(the whole-library hash of old records counts it)"
-    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\n# changed\n")
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib.book import data\nCHANGED = 1\n")
     after_own = pv.code_hash(a)
     assert after_own != before
-    (fake / "nn/mlp.py").write_text("# changed\n")
+    (fake / "nn/mlp.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) != after_own, "shared library code it imports counts"
     after_lib = pv.code_hash(a)
-    (fake / "book/data.py").write_text("# changed\n")
-    assert pv.code_hash(a) != after_lib, "the data loaders count"
+    (fake / "book/data.py").write_text("CHANGED = 1\n")
+    assert pv.code_hash(a) != after_lib, "the data loaders it imports count"
     after_data = pv.code_hash(a)
-    (fake / "book/tables.py").write_text("# changed\n")
+    (fake / "book/tables.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) == after_data, "page layout changes no number"
     monkeypatch.chdir(tmp_path)
     assert pv.code_hash(pathlib.Path("symlib/chapters/a")) == pv.code_hash(a), "relative or absolute: one hash"
@@ -100,15 +100,15 @@ def test_stage_code_hash_covers_the_chapter_and_the_chapters_it_imports_not_the_
     stage = lambda: pv.stage_code_hash("02a_symmetry_removal-optunets")
     before, unknown = stage(), pv.stage_code_hash("exp")
     assert stage() == pv.stage_code_hash("02a_symmetry_removal"), "one hash per chapter"
-    (fake / "chapters/sgm_vi/experiment.py").write_text("# changed\n")
+    (fake / "chapters/sgm_vi/experiment.py").write_text("CHANGED = 1\n")
     assert stage() == before, "another chapter's code does not make this one's entries stale"
     assert pv.stage_code_hash("exp") != unknown, "an experiment of no chapter counts every chapter"
-    (fake / "book/tables.py").write_text("# changed\n")
+    (fake / "book/tables.py").write_text("CHANGED = 1\n")
     assert stage() == before, "page layout changes no number"
     (fake / "chapters/symmetries/__init__.py").write_text("BOOK_ARCHITECTURES = [1]\n")
     after_import = stage()
     assert after_import != before, "a chapter package it imports counts"
-    (fake / "nn/mlp.py").write_text("# changed\n")
+    (fake / "nn/mlp.py").write_text("CHANGED = 1\n")
     assert stage() != after_import, "shared library code counts"
 
 
@@ -357,7 +357,7 @@ def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_
             "computed_with": [{"code_hash": old_stage, "data_hash": None, "stages": ["00_symmetries-x"]}]}
     record = {"chapter": "00_symmetries", "provenance": prov}
     new = published.rehashed(record, notebook)
-    assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 4
+    assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 5
     assert new["provenance"]["rehashed_from"] == {"hash_scheme": 2, "code_hash": prov["code_hash"]}
     assert new["provenance"]["computed_with"][0]["code_hash"] == stage_code_hash("00_symmetries") != old_stage
     assert published.staleness(new, config, notebook) == []
@@ -410,19 +410,19 @@ def test_a_stage_that_declares_its_code_is_hashed_over_that_code_only(tmp_path, 
     assert before["stage"] != before["whole"] and before["stage"] == before["not"]   # all declare one module
     assert ch0() == pv.stage_code_hash("00_symmetries") == pv.compute_code_hash("00_symmetries")
     with open(fake / "chapters/rebasin_hmc/claims.py", "a") as f:
-        f.write("# a claim's wording changed\n")
+        f.write("WORDING = 'changed'\n")
     assert stage() == before["stage"] and pv.compute_code_hash("05_rebasin_hmc") == before["compute"]
     assert whole() != before["whole"], "the chapter's own hash still sees the claims"
     with open(fake / "chapters/rebasin_hmc/stages_bayes.py", "a") as f:
-        f.write("# the sampler's evaluation changed\n")
+        f.write("EVALUATION = 'changed'\n")
     assert stage() != before["stage"] and pv.compute_code_hash("05_rebasin_hmc") != before["compute"]
     assert ch0() == before["ch0"]
     with open(fake / "inference/hmc_resumable.py", "a") as f:
-        f.write("# the library's sampler changed\n")
+        f.write("SAMPLER = 'changed'\n")
     changed = stage()
     assert changed != before["stage"]
     with open(fake / "chapters/rebasin_hmc/views.py", "a") as f:
-        f.write("# a table's layout changed\n")
+        f.write("LAYOUT = 'changed'\n")
     assert stage() == changed
 
 
@@ -550,15 +550,15 @@ def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path
     (tmp_path / "paper" / "00_symmetries.json").write_text(json.dumps(stale))
 
     done = published.rehash(dest_root=tmp_path)
-    assert done == [("00_symmetries", "full", "rehashed: scheme 3 -> 4"),
+    assert done == [("00_symmetries", "full", "rehashed: scheme 3 -> 5"),
                     ("00_symmetries", "paper", ("left at scheme 3: not current, so not rehashed "
                                                "(re-run or re-render it and publish)"))]
     new = json.loads((tmp_path / "full" / "00_symmetries.json").read_text())
-    assert new["provenance"]["hash_scheme"] == 4 and new["tables"] == {"t": [1.5]}
+    assert new["provenance"]["hash_scheme"] == 5 and new["tables"] == {"t": [1.5]}
     assert new["provenance"]["code_hash"] == code_hash(chapter_package_dir(config), notebook)
     assert json.loads((tmp_path / "paper" / "00_symmetries.json").read_text()) == stale
     assert published.rehash(dest_root=tmp_path, tiers=["full"]) == [
-        ("00_symmetries", "full", "already scheme 4")]
+        ("00_symmetries", "full", "already scheme 5")]
     assert published.rehash(["01_ortho_skip"], dest_root=tmp_path) == []
     with pytest.raises(ValueError, match="tier must be one of"):   # a misspelt tier is not "nothing found"
         published.rehash(dest_root=tmp_path, tiers=["papers"])
@@ -573,3 +573,81 @@ def test_no_published_record_is_left_to_rehash():
         for path in sorted((REPO / "published" / tier).glob("*.json")):
             record = json.loads(path.read_text())
             assert published.rehashed(record) is record, f"{tier}/{path.stem}: run `published rehash`"
+
+
+def test_every_book_module_has_a_role():
+    """Scheme 5 decides what a module counts for by its role: a module added without one would
+    count as computing (safe, but every run would go stale), so each must be named."""
+    names = {p.stem for p in (pv.SYMLIB / "book").glob("*.py")}
+    assert names == set(pv.BOOK_ROLES), "name each module of symlib/book in provenance.BOOK_ROLES"
+    assert set(pv.BOOK_ROLES.values()) == {"compute", "verdict", "contract", "layout", "run"}
+    assert set(pv.CONTRACT_COMPUTE) <= {n for n, r in pv.BOOK_ROLES.items() if r == "compute"}
+    assert pv.role(pv.SYMLIB / "book" / "cache.py") == "contract"
+    assert pv.role(pv.SYMLIB / "inference" / "hmc.py") == pv.role(pv.SYMLIB / "chapters" / "__init__.py") == "compute"
+    assert pv.role(pv.SYMLIB / "files.py") == "run"
+
+
+def test_a_fingerprint_reads_the_code_not_its_docstrings_comments_or_layout(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""Module doc."""\nimport os\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n\n\n'
+                 'A = 1\n"""What A is."""\n')
+    base = pv.fingerprint(f)
+    f.write_text('"""Another doc."""\nimport os\ndef f(x):\n    return (x +\n            1)\nA = 1\n')
+    assert pv.fingerprint(f) == base
+    f.write_text('import os\ndef f(x):\n    return x + 2\nA = 1\n')
+    assert pv.fingerprint(f) != base, "a changed constant is a changed computation"
+    f.write_text('import os\ndef f(x):\n    return x + 1\nA = "1"\n')
+    assert pv.fingerprint(f) != base, "a string that is a value counts"
+    data = tmp_path / "model.stan"
+    data.write_text("// a comment\n")
+    assert pv.fingerprint(data) == data.read_bytes(), "other files count by their bytes"
+
+
+def test_under_scheme_5_the_machinery_that_runs_stages_makes_no_run_stale(tmp_path, monkeypatch):
+    """The contract, layout and run modules are in no hash; verdict modules are in the chapter's
+    (rendering) hash only; compute modules, the streams every stage draws from included, in both."""
+    fake = _copy_of_symlib(tmp_path, monkeypatch)
+    notebook = REPO / "notebooks" / "05_rebasin_hmc.md"
+    hashes = lambda: (pv.stage_code_hash("05_rebasin_hmc-bayes"), pv.code_hash(fake / "chapters" / "rebasin_hmc", notebook))
+    before = hashes()
+    for name in ("cache", "parallel", "runtime", "pipeline", "published", "tables", "cards"):
+        with open(fake / "book" / f"{name}.py", "a") as f:
+            f.write("CHANGED = 1\n")
+    assert hashes() == before
+    with open(fake / "book" / "results.py", "a") as f:
+        f.write("CHANGED = 1\n")
+    stage, render = hashes()
+    assert stage == before[0] and render != before[1], "a verdict rule counts for the record, not for its numbers"
+    with open(fake / "book" / "streams.py", "a") as f:
+        f.write("CHANGED = 1\n")
+    assert hashes()[0] != stage, "the random streams count for every stage"
+
+
+def test_a_bridge_carries_an_older_schemes_runs_across_a_change_of_machinery(tmp_path, monkeypatch):
+    """Registered on unchanged files (:mod:`symlib.book.bridges`), the two schemes' hashes keep a
+    scheme-4 stage group and chapter code hash current after a change scheme 4 counted and scheme
+    5 does not; a change of computing code still makes them stale."""
+    from symlib.book import bridges, equivalence
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    fake = _copy_of_symlib(tmp_path, monkeypatch)
+    chapter, experiment = "05_rebasin_hmc", "05_rebasin_hmc-bayes"
+    notebook = REPO / "notebooks" / f"{chapter}.md"
+    package = fake / "chapters" / "rebasin_hmc"
+    group = {"code_hash": pv.stage_code_hash(experiment, scheme=4), "stages": [experiment]}
+    rendered = pv.code_hash(package, notebook, scheme=4)
+    current = lambda: (pv.stale_code_groups(chapter, [group], scheme=4) == [],
+                       pv.code_current(chapter, rendered, package, notebook, 4))
+    assert current() == (True, True)
+    pairs = bridges.bridge_pairs([chapter], 4)
+    assert (experiment, group["code_hash"], pv.stage_code_hash(experiment)) in pairs
+    assert (chapter + pv.RENDER_SUFFIX, rendered, pv.code_hash(package, notebook)) in pairs
+    with open(fake / "book" / "cache.py", "a") as f:
+        f.write("CHANGED = 1\n")
+    assert current() == (False, False), "without a bridge, scheme 4 sees the change"
+    equivalence.add(pairs, "test: the same files under both schemes")
+    assert current() == (True, True)
+    with open(fake / "inference" / "hmc.py", "a") as f:
+        f.write("CHANGED = 1\n")
+    assert current() == (False, False), "a change of the sampler is a change of numbers"

@@ -98,7 +98,7 @@ def test_a_changed_profile_or_code_marks_the_record_stale(tmp_path, monkeypatch)
     record = pub.load("01_ortho_skip", tmp_path / "published")
     changed = dataclasses.replace(config, n_steps=config.n_steps + 1)
     assert pub.staleness(record, changed) == ["the `full` profile changed since"]
-    monkeypatch.setattr(pub, "code_hash", lambda *a, **k: "0" * 16)
+    monkeypatch.setattr(pub, "code_current", lambda *a, **k: False)
     assert pub.staleness(record, config) == ["the code changed since"]
     assert "from an older version of the code" in pub.tier_summary(
         record, pub.staleness(record, config)
