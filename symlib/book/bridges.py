@@ -24,7 +24,6 @@ import sys
 
 from symlib.book import equivalence, provenance
 from symlib.book.paths import project_root_or_cwd
-from symlib.chapters import CHAPTERS
 
 __all__ = ["bridge_pairs", "main"]
 
@@ -63,10 +62,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not 1 < args.from_scheme < provenance.HASH_SCHEME:
         parser.error(f"--from-scheme must be between 2 and {provenance.HASH_SCHEME - 1}")
-    unknown = sorted(set(args.chapters) - set(CHAPTERS))
+    chapters = sorted(p.stem for p in (project_root_or_cwd() / "notebooks").glob("[0-9][0-9]*_*.md")
+                      if provenance.package_of_chapter(p.stem) is not None)
+    unknown = sorted(set(args.chapters) - set(chapters))
     if unknown:
-        parser.error(f"unknown chapters {unknown}; known: {sorted(CHAPTERS)}")
-    pairs = bridge_pairs(args.chapters or sorted(CHAPTERS), args.from_scheme)
+        parser.error(f"unknown chapters {unknown}; known: {chapters}")
+    pairs = bridge_pairs(args.chapters or chapters, args.from_scheme)
     if args.dry_run:
         for pair in pairs:
             print(*pair)
