@@ -80,8 +80,9 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP) ## run the test suite (one worker per core; TEST_JOBS=N)
 	$(PY) -m pytest -n $(TEST_JOBS)
 
-lint: $(STAMP) ## ruff check, as CI runs it
+lint: $(STAMP) ## ruff check and the import layers (lint-imports: pyproject's [tool.importlinter]), as CI runs it
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 execute: $(STAMP) ## execute every chapter (PROFILE, SEED, DEVICE) without building the book
 	$(PY) -m symlib.book.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)

@@ -80,7 +80,7 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
 
 chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
   # exactly the checkpoints this run (profile, seed 0, device) continues, as STATE_DIR/results/
-  # live-checkpoints names them (symlib.book.checkpoints), those it has not spent (a finished
+  # live-checkpoints names them (symlib.book.checkpoint_names), those it has not spent (a finished
   # item's is removed); never one of other code or settings
   local reader stopped=() name
   case $1 in
@@ -225,7 +225,7 @@ ran=()
     # the checkpoints this run continues as this machine names them (its data decide part of the
     # name): the progress is read from those, and keep's `carry save` keeps them whatever this
     # checkout's machine would name them
-    "$PY" -m symlib.book.checkpoints "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
+    "$PY" -m symlib.book.checkpoint_names "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
     chains_progress "$ch" "$STATE/$ch" "$STATE/$ch/results/progress/$ch.chains.json"
   done
   # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past

@@ -13,6 +13,31 @@
 - :mod:`~symlib.book.plotting`: the house style;
 - :mod:`~symlib.book.pipeline`: ``python -m symlib.book.pipeline`` executes notebooks and builds
   the book (needs the ``book`` extra).
+
+The modules form layers (:data:`LAYERS`), each importing only those below it; only the top one,
+``run``, may import :mod:`symlib.chapters` (the chapters sit between it and the rest, and import
+the layers below). ``pyproject.toml``'s import-linter contract (``make lint``) and
+``tests/test_layout.py`` check it.
 """
 
 __all__ = ["cache", "chapter", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]
+
+LAYERS = {
+    "run": ("pipeline", "apidoc", "readme", "rerun", "same_numbers", "bridges", "compare", "side_by_side",
+            "carry", "checkpoint_names", "provenance", "linkcheck"),
+    "chapter": ("chapter",),
+    "render": ("tables", "published", "ledger", "cards", "words"),
+    "contract": ("runtime", "parallel", "checkpoints", "preconditions", "pieces", "results", "cache", "codehash"),
+    "base": ("paths", "equivalence", "profiles", "workers", "plotting", "reference", "streams", "data"),
+}
+"""The layers of :mod:`symlib.book`, top to bottom, each a module may import from those below it
+and its own:
+
+- ``run``: executes, compares, publishes and carries runs, writes the generated pages; the only
+  layer that imports :mod:`symlib.chapters` (to find a chapter by name) and the methods directly;
+- ``chapter``: the chapter contract (:mod:`~symlib.book.chapter`), which the chapters import;
+- ``render``: tables, claim cards, the ledger and the published records a page shows;
+- ``contract``: what runs a stage and stores what it returns: cache, code hashes, results files,
+  claims and preconditions, fan-out, a run's parameters;
+- ``base``: paths, profiles, streams, data, house style, equivalences.
+"""

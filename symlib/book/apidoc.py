@@ -18,6 +18,14 @@ import pkgutil
 import sys
 from pathlib import Path
 
+import symlib.book
+import symlib.chapters
+import symlib.inference
+import symlib.metrics
+import symlib.nn
+import symlib.symmetry
+import symlib.transforms
+
 __all__ = ["PAGES", "documented", "generate", "page_text", "write"]
 
 PAGES = {
@@ -30,6 +38,10 @@ PAGES = {
     "chapters": "Chapter packages and their profiles",
 }
 """Subpackage -> its page's title (the page is ``book/api/<subpackage>.md``)."""
+
+PACKAGES = {"symmetry": symlib.symmetry, "nn": symlib.nn, "inference": symlib.inference, "metrics": symlib.metrics,
+            "transforms": symlib.transforms, "book": symlib.book, "chapters": symlib.chapters}
+"""Subpackage -> the package (each page's subject, imported here: this module documents them all)."""
 
 API_DIR = Path(__file__).resolve().parents[2] / "book" / "api"
 
@@ -65,9 +77,10 @@ def documented(name: str) -> list[tuple[str, list[str]]]:
                 module = f"symlib.chapters.{package}"
                 blocks += [(f"{module}|no-members", []), (f"{module}.profiles", [])]
         return blocks
-    package = importlib.import_module(f"symlib.{name}")
+    package = PACKAGES[name]
     blocks = [(package.__name__, [])]
     for sub in _submodules(package):
+        # every module pkgutil lists, by its name: documenting all of them is this module's job
         module = importlib.import_module(sub)
         blocks.append((sub, sorted(set(_reexported(package, module)) | set(_imported(module)))))
     return blocks

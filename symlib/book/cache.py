@@ -49,6 +49,7 @@ import pickle
 import re
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -57,10 +58,10 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from symlib.book.codehash import chapter_of, stage_code_hash
 from symlib.book.data import data_hash, shipped_data_fingerprint
 from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root_or_cwd
-from symlib.book.provenance import chapter_of, stage_code_hash
 from symlib.files import atomic_write
 
 __all__ = [
@@ -533,8 +534,6 @@ def remove_stale_tmp(directory: str | os.PathLike | None = None, *, min_age_s: f
     Returns:
         The files removed.
     """
-    import time
-
     root = pathlib.Path(directory) if directory is not None else cache_dir()
     if not root.is_dir():
         return []

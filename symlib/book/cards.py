@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 from symlib.book.results import outcome
+from symlib.book.words import reader_words, status_badge
 
 __all__ = ["claim_card", "claim_numbers", "diagnosis_text", "glance", "ledger_cards", "not_judged_sentence", "tier_verdict"]
 
@@ -55,14 +56,10 @@ def claim_numbers(claims: list[dict]) -> dict[str, int]:
 
 
 def _words(text: str) -> str:
-    from symlib.book.tables import reader_words as words
-
-    return words(text)
+    return reader_words(text)
 
 
 def _badge(verdict: str, kind: str) -> str:
-    from symlib.book.tables import status_badge
-
     return status_badge(verdict, kind)
 
 

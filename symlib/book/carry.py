@@ -62,7 +62,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symlib.book import cache, pieces
-from symlib.book.checkpoints import live as live_checkpoints
+from symlib.book.checkpoint_names import live as live_checkpoints
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of, package_of_chapter
 
@@ -271,7 +271,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     read as a run in progress), except those named in ``dropped`` (checkpoint file names: left
     out of a GPU piece's state for the way back, ``benchmarks/gpu_piece.sh``, so a carried older
     one is still the best place to continue from). A checkpoint that no run in the merged pieces
-    file would continue with this code (:func:`symlib.book.checkpoints.live`) is not carried, and
+    file would continue with this code (:func:`symlib.book.checkpoint_names.live`) is not carried, and
     a carried one is removed; ``live`` adds names that count as continued (those the machine that
     ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST,
     may name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is
@@ -335,7 +335,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
 def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
     """Copy ``chapter``'s current carried entries into the cache, where it has no current one, and
     its carried checkpoints, where the cache has none of that name, less those that no run in the
-    merged pieces file would continue with this code (:func:`symlib.book.checkpoints.live`)."""
+    merged pieces file would continue with this code (:func:`symlib.book.checkpoint_names.live`)."""
     directory = pathlib.Path(directory or default_dir())
     root = cache.cache_dir()
     pieces.read(chapter, directory)   # an unreadable carried pieces file fails now, before anything is copied

@@ -87,10 +87,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import myst_nb
+from IPython.display import HTML, Markdown, display
+
+from symlib.book import cards, parallel, runtime, tables
 from symlib.book.cache import cached, device_key
 from symlib.book.results import (
     SAME,
@@ -101,9 +106,10 @@ from symlib.book.results import (
     Kind,
     Precondition,
     depends_on,
+    errata_frame,
     precondition,
 )
-from symlib.book.streams import Stream
+from symlib.book.streams import Stream, check_distinct
 
 __all__ = [
     "SWEEP_SOURCE",
@@ -209,8 +215,6 @@ class StageContext:
                 f"not declare (declared: {list(self.stage.streams)}); add it to the stage's streams=(...)"
             )
         if item is not None:
-            import json
-
             purpose = f"{purpose}[{json.dumps(item, sort_keys=True, separators=(',', ':'))}]"
         return Stream(self.run_seed, self.chapter, self.stage.name, purpose)
 
@@ -565,27 +569,20 @@ class Chapter:
 
     def _fan_out(self, stage: Stage, ctx: StageContext, *, refresh: bool) -> dict:
         """A fan-out stage: one cached task per item, through :func:`symlib.book.parallel.fan_out`."""
-        from symlib.book.parallel import fan_out
-
         items = list(stage.items(ctx.config))
         if len(set(items)) != len(items):
             raise ValueError(f"{self.name}: stage {stage.name!r} lists an item twice: {items!r}")
-        values = fan_out(_stage_item, [(ctx, item, refresh) for item in items], threads=None,
+        values = parallel.fan_out(_stage_item, [(ctx, item, refresh) for item in items], threads=None,
                          progress=len(items) > 1, desc=f"{self.name}: {stage.name}")
         return dict(zip(items, values, strict=True))
 
     def start(self, *, profile: str, seed: int, device: str):
         """:func:`symlib.book.runtime.start` for this chapter: the notebook's validated run."""
-        from symlib.book import runtime
-
         return runtime.start(self.name, self.profiles, profile=profile, seed=seed, device=device)
 
     def glance(self, run):
         """The box that opens the chapter's page: each claim's two verdicts in the published
         `full` run (:func:`symlib.book.cards.glance`), linked to its card in the ledger."""
-        from IPython.display import HTML
-
-        from symlib.book import cards, tables
 
         record, stale = tables.published_tier(self.name, run.config)
         line = tables.provenance_line(record, stale) if record is not None else ""
@@ -603,8 +600,6 @@ class Chapter:
         Raises:
             ValueError: two of them coincide (:func:`symlib.book.streams.check_distinct`).
         """
-        from symlib.book.streams import check_distinct
-
         out = [Stream(seed, self.name, s.name, p) for s in self.stages for p in s.streams]
         check_distinct(out)
         return out
@@ -698,8 +693,6 @@ class Chapter:
         Returns:
             The written results record (:func:`symlib.book.tables.show_ledger`).
         """
-        from symlib.book import tables
-
         run.results.add_claims(self.judged_claims(results))
         if self.notes is not None:
             run.results.notes.update(self.notes(results))
@@ -724,25 +717,19 @@ class Chapter:
         ``glue:figure`` directive; close it after)."""
         view = self.view(name)
         if isinstance(view, Table):
-            from symlib.book import tables
-
             caption = view.caption(results) if callable(view.caption) else view.caption
             return tables.show_table(run, view.name, view.build(results), caption=caption,
                                      source=view.source, formats=dict(view.formats) if view.formats else None,
                                      paper_columns=list(view.paper_columns) or None, index=view.index,
                                      store=view.store)
-        from myst_nb import glue
 
         fig = view.build(results)
-        glue(view.name, fig, display=False)
+        myst_nb.glue(view.name, fig, display=False)
         return fig
 
     def show_robustness(self, run, results: RunResults) -> None:
         """Show every sweep this profile runs: its one-line summary and its table (the ledger
         stores them; :meth:`ledger`)."""
-        from IPython.display import Markdown, display
-
-        from symlib.book import tables
 
         for sweep in self.sweeps:
             frame = self.sweep_frame(sweep, results)
@@ -755,9 +742,6 @@ class Chapter:
     def show_errata(self, run, record: Mapping):
         """The errata table of a written results ``record`` (:meth:`ledger`'s return), or None
         when the chapter records none."""
-        from symlib.book import tables
-        from symlib.book.results import errata_frame
-
         if not record.get("errata"):
             return None
         return tables.show_table(run, "errata", errata_frame([record])[["id", "where", "paper_says", "correction"]],
@@ -766,8 +750,6 @@ class Chapter:
     def footer(self, record: Mapping, extra: str = ""):
         """The page's last line: profile, seed, device, wall time, versions and results file of a
         written results ``record``; ``extra`` is added after the wall time."""
-        from IPython.display import Markdown
-
         extra = f" ({extra})" if extra else ""
         return Markdown(
             f"*Reproducibility: profile `{record['profile']}`, seed {record['seed']}, device `{record['device']}`, "
@@ -779,11 +761,9 @@ class Chapter:
         """Glue every quote as a float or text (``display=False``), for ``{glue:text}`` in the prose.
 
         Returns None, so that a notebook cell ending with this call shows nothing."""
-        from myst_nb import glue
-
         for quote in self.quotes:
             value = quote.value(results)
-            glue(quote.name, value if isinstance(value, str) else float(value), display=False)
+            myst_nb.glue(quote.name, value if isinstance(value, str) else float(value), display=False)
 
 
 def _stage_item(ctx: StageContext, item: Any, refresh: bool):

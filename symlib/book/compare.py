@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from symlib.book import provenance
 from symlib.book.tables import is_timing_column
 
 __all__ = [
@@ -71,9 +72,7 @@ def machine_text(chapter: str) -> re.Pattern | None:
 
 
 def _declared(chapter: str):
-    from symlib.book.provenance import declared
-
-    return declared(chapter)
+    return provenance.declared(chapter)
 
 
 _MASK = "‹machine›"

@@ -21,6 +21,8 @@ import html
 import re
 from collections.abc import Mapping
 
+from symlib.book.cards import claim_card, claim_numbers
+from symlib.book.paths import project_root_or_cwd
 from symlib.book.results import Column, outcome
 
 __all__ = ["COLUMNS", "NOT_RECORDED", "OUTCOMES", "chapter_title", "claim_rows", "claims_html", "column_outcome", "counts",
@@ -38,8 +40,6 @@ def chapter_title(chapter: str) -> str:
     """A chapter's title as its page shows it: the first ``# `` heading of
     ``notebooks/<chapter>.md`` ("1 · Orthogonal skip connections ..."), or the chapter's name
     when there is no such notebook (a made-up record in a test, a checkout without notebooks)."""
-    from symlib.book.paths import project_root_or_cwd
-
     notebook = project_root_or_cwd() / "notebooks" / f"{chapter}.md"
     if notebook.is_file():
         for line in notebook.read_text(errors="replace").splitlines():
@@ -205,8 +205,6 @@ def claims_html(records: Mapping[str, Mapping | None], *, label: str, anchor: st
     the record's ``notes.claim_sections``), the paper's value, ours, both verdicts and, for a
     column that does not judge it, what stops it. Cards, not a table: five columns of sentences
     do not fit a text column."""
-    from symlib.book.cards import claim_card, claim_numbers
-
     parts = []
     for chapter, record in records.items():
         claims = _claims(record)

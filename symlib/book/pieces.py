@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
+from symlib.book.results import results_dir
 
 __all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "host", "in_progress", "log_piece",
            "minutes_phrase", "pieces_path", "read", "stalled"]
@@ -46,8 +47,6 @@ def pieces_path(chapter: str, directory: Path | None = None) -> Path:
     """``<results>/pieces/<chapter>.json`` (``directory``: the results folder; default
     :func:`symlib.book.results.results_dir`)."""
     if directory is None:
-        from symlib.book.results import results_dir
-
         directory = results_dir()
     return Path(directory) / "pieces" / f"{chapter}.json"
 

@@ -73,8 +73,29 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from symlib.book import pieces
+import mathjax
+import psutil
+import torch
+
+from symlib.book import parallel, pieces, provenance, side_by_side
+from symlib.book.cache import (
+    CACHED_ONLY_VARIABLE,
+    cache_dir,
+    cached,
+    cached_only,
+    clear,
+    pid_alive,
+    remove_stale_tmp,
+)
 from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
+from symlib.book.pieces import log_piece
+from symlib.book.provenance import compute_code_hash
+from symlib.book.published import glue_key
+from symlib.book.results import STAGING_VAR, check_writable, results_dir
+from symlib.book.runtime import resolve_device
+from symlib.book.workers import use_env_aware_workers
+from symlib.files import DiskFullError, require_free
+from symlib.inference import hmc_resumable
 
 ROOT = project_root_or_cwd()
 NOTEBOOKS = ROOT / "notebooks"
@@ -135,8 +156,6 @@ def _absolute_path_variables() -> None:
 
 def _check_writable(var: str, default: Path) -> None:
     """Fail before a chapter runs if the directory ``$var`` (else ``default``) is not writable."""
-    from symlib.book.results import check_writable
-
     try:
         check_writable(Path(os.environ.get(var) or default), variable=var, what=var)
     except OSError as err:
@@ -146,9 +165,6 @@ def _check_writable(var: str, default: Path) -> None:
 def _remove_stale_tmp() -> None:
     """Remove what killed runs left: ``symlib-nb-<pid>-*`` folders of ours whose process is gone,
     and temporary files of dead writers in the cache, results and executed folders."""
-    from symlib.book.cache import cache_dir, pid_alive, remove_stale_tmp
-    from symlib.book.results import results_dir
-
     for folder in {cache_dir(), results_dir(), executed_dir()}:
         remove_stale_tmp(folder)
     for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
@@ -205,8 +221,6 @@ def _postprocess(nb) -> None:
     """Hide parameter cells from the page, drop stderr outputs, and keep only the last value glued
     under each key (a page may glue a key again to replace it, e.g. a figure by the published
     run's: :func:`symlib.book.tables.front_figure`; Jupyter Book warns on a key glued twice)."""
-    from symlib.book.published import glue_key
-
     last = {}
     for i, cell in enumerate(nb.cells):
         for j, output in enumerate(cell.get("outputs", []) if cell.cell_type == "code" else []):
@@ -326,8 +340,6 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
     import papermill
     from nbclient.exceptions import DeadKernelError
 
-    from symlib.book.cache import cached_only
-    from symlib.book.results import STAGING_VAR, results_dir
 
     source = _source(name)
     _absolute_path_variables()
@@ -412,11 +424,7 @@ interrupted: time for a stage that stops at the budget itself to write its check
 
 def _budget() -> float | None:
     """``$SYMLIB_BUDGET_S`` (None: no budget); a bad value fails before any chapter starts."""
-    import importlib
-
-    # by name, not a static import: the chapters' code hashes follow this module's imports
-    # (symlib.book.provenance), and reading a variable changes none of their numbers
-    return importlib.import_module("symlib.inference.hmc_resumable").budget_from_env()
+    return hmc_resumable.budget_from_env()
 
 
 @contextlib.contextmanager
@@ -445,8 +453,6 @@ def _budget_watchdog(budget_s: float | None, grace_s: float | None = None, *, in
 def _interrupt_kernels() -> list[int]:
     """SIGINT to the Jupyter kernels among this process's children (a cell then raises
     KeyboardInterrupt, and joblib stops its workers); their pids."""
-    import psutil
-
     pids = []
     for child in psutil.Process().children():
         try:
@@ -480,12 +486,8 @@ which items were cached (:func:`items_done`)."""
 
 def _device_name(device: str) -> str:
     """The device a chapter ran on, for its pieces file: ``cpu``, or ``cuda (NVIDIA H100 ...)``."""
-    from symlib.book.runtime import resolve_device
-
     resolved = resolve_device(device)
     if resolved.type == "cuda":
-        import torch
-
         return f"cuda ({torch.cuda.get_device_name(resolved)})"
     return resolved.type
 
@@ -496,8 +498,6 @@ def _log_piece(name: str, profile: str, seed: int, device: str, start: float, st
     page and the other book pages are not chapters and keep none."""
     if name in BOOK_PAGES:
         return
-    from symlib.book.pieces import log_piece
-    from symlib.book.provenance import compute_code_hash
 
     log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
               outcome=outcome, started=started, code_hash=compute_code_hash(name), note=note,
@@ -520,8 +520,6 @@ def _placeholder(name: str, folder: Path) -> None:
 
 def copy_mathjax() -> Path:
     """Copy MathJax 3 (package ``django-static-mathjax``) next to the book's pages."""
-    import mathjax
-
     src = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
     if not (src / "tex-chtml.js").exists():
         raise SystemExit(f"MathJax not found at {src}; install the book extra: pip install -e '.[book]'")
@@ -606,9 +604,6 @@ def clean() -> list[Path]:
     ``results/`` go whole. Errors are raised,
     not hidden. Returns the folders cleaned.
     """
-    from symlib.book.cache import cache_dir, clear
-    from symlib.book.results import results_dir
-
     _absolute_path_variables()
     names = chapters() + list(BOOK_PAGES)
     for folder in (ROOT / "_build", MATHJAX_DEST):
@@ -629,16 +624,13 @@ def clean() -> list[Path]:
 
 def _default_jobs(profile: str, device: str) -> None:
     """Set ``$SYMLIB_JOBS`` for the kernels (which inherit it) when unset and the profile wants it."""
-    from symlib.book.parallel import ENV_VAR, default_jobs
-    from symlib.book.runtime import resolve_device
-
-    if os.environ.get(ENV_VAR):
+    if os.environ.get(parallel.ENV_VAR):
         return
-    jobs = default_jobs(profile, resolve_device(device).type)
+    jobs = parallel.default_jobs(profile, resolve_device(device).type)
     if jobs is not None:
-        os.environ[ENV_VAR] = jobs
-        print(f"[symlib] {ENV_VAR} unset: profile {profile} on the CPU runs independent fits side by "
-              f"side, one per core ({ENV_VAR}={jobs}; set it to 1 for one at a time)", flush=True)
+        os.environ[parallel.ENV_VAR] = jobs
+        print(f"[symlib] {parallel.ENV_VAR} unset: profile {profile} on the CPU runs independent fits side by "
+              f"side, one per core ({parallel.ENV_VAR}={jobs}; set it to 1 for one at a time)", flush=True)
 
 
 def _announce(name: str, profile: str, seed: int, device: str) -> None:
@@ -648,9 +640,7 @@ def _announce(name: str, profile: str, seed: int, device: str) -> None:
 def _piece_starts() -> None:
     """Mark the start of a chapter's piece for its stages (``$SYMLIB_PIECE_START``, inherited by
     its kernel): a stage that starts late gets only what is left of ``$SYMLIB_BUDGET_S``."""
-    import importlib  # by name, as _budget does: the book's machinery imports no library module statically
-
-    os.environ[importlib.import_module("symlib.inference.hmc_resumable").PIECE_START_ENV] = repr(time.time())
+    os.environ[hmc_resumable.PIECE_START_ENV] = repr(time.time())
 
 
 def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> float:
@@ -673,10 +663,6 @@ def _report(name: str, seconds: float | None, error: str | None) -> None:
 def _execute_chapters(names: list[str], *, profile: str, seed: int, device: str) -> dict[str, float]:
     """Execute ``names`` (side by side where :func:`side_by_side.chapter_jobs` says so), then the
     reproducibility page; every chapter runs even if one fails, and the failures end the run."""
-    from symlib.book import side_by_side
-    from symlib.book.results import results_dir
-    from symlib.book.runtime import resolve_device
-
     _absolute_path_variables()  # before the workers start: they inherit the environment
     os.environ.update(side_by_side.one_thread_kernels(profile))
     jobs = side_by_side.chapter_jobs(profile, resolve_device(device).type, len(names))
@@ -709,9 +695,7 @@ def _declared(names: list[str]) -> dict:
     Raises:
         ValueError: a name that is no chapter with a package.
     """
-    from symlib.book.provenance import declared
-
-    chapters_ = {name: declared(name) for name in names}
+    chapters_ = {name: provenance.declared(name) for name in names}
     missing = [name for name, ch in chapters_.items() if ch is None]
     if missing:
         raise ValueError(f"no chapter package for {', '.join(missing)}; chapters: {', '.join(chapters())}")
@@ -731,12 +715,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         ValueError: a name that is no chapter with a package, or a ``skip`` that
             :func:`without_stages` refuses.
     """
-    import importlib
-
-    from symlib.book.workers import use_env_aware_workers
-
-    # by name, as _budget does: a static import would put the sampler into every chapter's code hash
-    budget_exhausted = importlib.import_module("symlib.inference.hmc_resumable").BudgetExhausted
+    budget_exhausted = hmc_resumable.BudgetExhausted
     # each chapter sets its own $SYMLIB_PIECE_START: joblib workers a chapter before started would
     # keep the earlier one (and count its budget from there) unless they start afresh
     use_env_aware_workers()
@@ -816,8 +795,6 @@ def _stop_children() -> None:
     (e.g. Stan's chains): the items they had in flight are lost, as in an interrupted kernel.
     Other children of this process (httpstan's own pool of a Stan fit run here, a caller's) are
     left alone: a later chapter or test in this process still uses them."""
-    import psutil
-
     workers = []
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
@@ -839,10 +816,7 @@ class _Missing(Exception):
 
 def _items_done_of(name: str, profile: str, seed: int, device: str) -> str:
     """:func:`items_done` for chapter ``name`` in ``profile`` on ``device`` (as the kernel resolved it)."""
-    from symlib.book.provenance import declared
-    from symlib.book.runtime import resolve_device
-
-    chapter = declared(name)
+    chapter = provenance.declared(name)
     if chapter is None or profile not in chapter.profiles:
         return "the stage items it finished are cached"
     return items_done(chapter, chapter.profiles[profile], seed=seed, device=resolve_device(device))
@@ -854,8 +828,6 @@ def items_done(chapter, config, *, seed: int, device) -> str:
     computing none; ``"no fan-out stage"`` where the chapter has none (``"no fan-out stage has
     items in this profile"`` where its profile gives them none). Shown in a stopped piece's
     note, so that a run in pieces says how far it got."""
-    from symlib.book.cache import cached
-
     def missing():
         raise _Missing
 
@@ -910,17 +882,12 @@ def _check_inputs(names: list[str], *, profile: str, device: str, computing: boo
     """Everything a run needs that can be checked before a kernel starts: each chapter has the
     profile, the device exists here, and (``computing``) the cache has room. Exits with one line
     naming what is wrong."""
-    from symlib.book.cache import cache_dir, cached_only
-    from symlib.book.provenance import declared
-    from symlib.book.runtime import resolve_device
-    from symlib.files import DiskFullError, require_free
-
     try:
         resolve_device(device)
     except (TypeError, ValueError) as err:
         raise SystemExit(f"[symlib] {err}") from None
     for name in names:
-        chapter = declared(name) if name not in BOOK_PAGES else None
+        chapter = provenance.declared(name) if name not in BOOK_PAGES else None
         if chapter is not None and profile not in chapter.profiles:
             raise SystemExit(f"[symlib] {name} has no {profile!r} profile; its profiles: {', '.join(chapter.profiles)}")
     if computing and not cached_only():
@@ -974,8 +941,6 @@ def main(argv=None) -> None:
             print(f"[symlib] clean: {_shown(folder)}", flush=True)
     elif args.command == "execute":
         if args.cached_only:
-            from symlib.book.cache import CACHED_ONLY_VARIABLE
-
             os.environ[CACHED_ONLY_VARIABLE] = "1"  # the kernels inherit it
         # a name given twice runs once; without names, every chapter and the example pages
         names = list(dict.fromkeys(args.chapters)) or chapters() + list(EXAMPLE_PAGES)

@@ -27,9 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from symlib.book import pieces
-from symlib.book.data import data_hash
-from symlib.book.paths import executed_dir, project_root_or_cwd
-from symlib.book.provenance import (
+from symlib.book.codehash import (
     HASH_SCHEME,
     chapter_package_dir,
     code_current,
@@ -42,6 +40,10 @@ from symlib.book.provenance import (
     stage_experiments,
     stale_code_groups,
 )
+from symlib.book.data import data_hash
+from symlib.book.ledger import COLUMNS, column_outcome
+from symlib.book.paths import executed_dir, project_root_or_cwd
+from symlib.book.pieces import in_progress
 from symlib.book.results import outcome, results_dir
 
 __all__ = ["INTEGRITY", "TIER", "TIERS", "DamagedRecordWarning", "chains_path", "damage", "glue_key", "integrity", "load", "lost_path", "pieces_minutes", "progress_path",
@@ -435,8 +437,6 @@ def _stage_names(chapter: str, experiment: str) -> list[str]:
     """The stages of ``chapter`` whose cache folder is ``experiment``: ``["main", "robustness"]``
     for chapter 1's ``01_ortho_skip``, which its stages share; else the folder's name less the
     chapter prefix (a stage this version no longer has, or a made-up chapter)."""
-    from symlib.book.provenance import declared
-
     spec = declared(chapter)
     names = [s.name for s in spec.stages if s.experiment_name(chapter) == experiment] if spec is not None else []
     return names or [experiment.removeprefix(f"{chapter}-")]
@@ -578,8 +578,6 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, minutes of compute,
     devices, how far the latest piece got, and each sampler's length, R-hat and ESS so far where
     :func:`chains_path` records them), or None when none is recorded or it completed."""
-    from symlib.book.pieces import in_progress
-
     path = progress_path(chapter, tier)
     lost = _lost_line(chapter, tier)
     run = in_progress(json.loads(path.read_text()), tier) if path.is_file() else None
@@ -646,7 +644,6 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     """A one-line account of a record: claims held / not / not judged, device, date, commit."""
     if record is None:
         return "not published"
-    from symlib.book.ledger import COLUMNS, column_outcome
 
     claims = [c for c in record["claims"] if c.get("kind", "claim") == "claim"]
     tallies = []

@@ -21,7 +21,6 @@ hashes, which would move with every edit)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from symlib.book import ledger, published
 from symlib.book.paths import project_root_or_cwd
+from symlib.chapters import CHAPTERS, get_profile
 
 __all__ = ["BLOCKS", "conclusions", "main", "outdated", "replace_block", "run_times", "stale_phrase", "write"]
 
@@ -41,15 +41,14 @@ TIER_WHAT = {
 
 
 def _chapters() -> list[str]:
-    """The book's chapters in order (:data:`symlib.chapters.CHAPTERS`, imported by name:
-    :mod:`symlib.book` imports no chapter statically)."""
-    return list(importlib.import_module("symlib.chapters").CHAPTERS)
+    """The book's chapters in order (:data:`symlib.chapters.CHAPTERS`)."""
+    return list(CHAPTERS)
 
 
 def _profile(chapter: str, tier: str):
     """The chapter's profile of ``tier`` in this version, or None when it has none."""
     try:
-        return importlib.import_module("symlib.chapters").get_profile(chapter, tier)
+        return get_profile(chapter, tier)
     except ValueError:
         return None
 

@@ -20,9 +20,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy
+import torch
+
+from symlib import __version__
 from symlib.book.cache import cached_only, computed_with, usage_mark
+from symlib.book.codehash import provenance
 from symlib.book.paths import project_root_or_cwd
-from symlib.book.provenance import provenance
 
 __all__ = [
     "SAME",
@@ -395,10 +399,6 @@ class Erratum:
 
 
 def _versions() -> dict[str, str]:
-    import numpy
-    import torch
-
-    from symlib import __version__
 
     return {
         "python": platform.python_version(),

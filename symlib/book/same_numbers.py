@@ -38,6 +38,7 @@ import torch
 from symlib.book import cache, equivalence
 from symlib.book.carry import known_chapters
 from symlib.book.paths import project_root_or_cwd
+from symlib.book.provenance import chapter_of
 
 __all__ = ["compare_caches", "identical", "main", "prove", "value_digest"]
 
@@ -143,8 +144,6 @@ def first_difference(a, b, where: str = "") -> str | None:
 
 
 def _entries(root: Path, chapter: str) -> dict[tuple[str, str], Path]:
-    from symlib.book.provenance import chapter_of
-
     return {(p.parent.name, p.stem): p for p in sorted(root.glob("*/*.pt"))
             if p.parent.name != "checkpoints" and chapter_of(p.parent.name) == chapter}
 

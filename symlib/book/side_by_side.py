@@ -23,6 +23,10 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from joblib import Parallel, delayed
+
+from symlib.book import provenance
+
 __all__ = ["ENV_VAR", "chapter_jobs", "longest_first", "one_thread_kernels", "quick_seconds", "run_chapters"]
 
 ENV_VAR = "SYMLIB_CHAPTER_JOBS"
@@ -33,9 +37,7 @@ def quick_seconds(name: str) -> float:
     """The quick profile's wall time the chapter declares (``Chapter.quick_seconds``, measured by
     CI on 2 cores on a fresh machine, compiles included), 0 for an undeclared name: only the
     order of a fresh clone's run."""
-    from symlib.book.provenance import declared
-
-    chapter = declared(name)
+    chapter = provenance.declared(name)
     return float(chapter.quick_seconds) if chapter is not None else 0.0
 
 
@@ -130,8 +132,6 @@ def run_chapters(fn: Callable[[str], float], names: Sequence[str], jobs: int,
     if jobs <= 1:
         results = (_run_one(fn, n) for n in names)
     else:
-        from joblib import Parallel, delayed
-
         # workers, not threads: each chapter sets its kernel's environment and handles SIGTERM
         results = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1,
                            pre_dispatch="n_jobs")(delayed(_run_one)(fn, n, dict(os.environ)) for n in names)

@@ -18,16 +18,28 @@ so a renumbered table never leaves a stale reference behind.
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
+import myst_nb
+from docutils.nodes import make_id
+from IPython.display import HTML, Image, Markdown, display
+
 from symlib.book import published
+from symlib.book.cards import claim_numbers, ledger_cards
+from symlib.book.codehash import compute_code_hash, stale_code_groups
+from symlib.book.data import data_hash
+from symlib.book.paths import project_root_or_cwd
+from symlib.book.results import ChapterResults, depends_on
+from symlib.book.words import reader_words
 
 __all__ = [
-    "STATUS",
     "chapter_label",
     "format_column",
     "front_figure",
@@ -45,15 +57,6 @@ __all__ = [
     "tier_of",
     "without_timing",
 ]
-
-STATUS = {
-    "holds": ("✓", "holds"),
-    "does not hold": ("✗", "fails"),
-    "not judged": ("○", "unjudged"),
-    "code check": ("⚙", "codecheck"),
-    "—": ("·", "absent"),
-}
-"""Verdict -> (symbol, CSS class suffix): the ledger never relies on colour alone."""
 
 
 TIMING_COLUMN = re.compile(r"\btime \(s\)|\bseconds\b|/ s\b|\b(?:NUTS|sampling|warm-?up|wall|build) s\b|\bms per\b")
@@ -156,8 +159,6 @@ def published_tier(chapter: str, config=None, tier: str | None = None) -> tuple[
 def published_tiers(chapter: str, config=None, tiers=None) -> dict[str, tuple[dict, list[str]]]:
     """Every published record of ``chapter`` (of ``tiers``, default all), most converged first:
     tier -> ``(record, why it is stale)``."""
-    import sys
-
     profiles = getattr(sys.modules.get(type(config).__module__), "PROFILES", None) or {}
     return {tier: (record, published.staleness(record, profiles.get(tier)))
             for tier, record in published.records(chapter, tiers).items()}
@@ -340,10 +341,6 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
     robustness table built from its record), shown as a stored one would be; ``frame=None``
     with a ``full_frame``: this build has no such table, and the full run's is shown alone.
     """
-    from IPython.display import HTML, Markdown
-    from myst_nb import glue
-
-    from symlib.book.results import ChapterResults
 
     scratch = ChapterResults(run.chapter, run.profile, run.seed, str(run.device))
 
@@ -384,7 +381,7 @@ def show_table(run, name: str, frame, *, caption: str | None = None, source: str
         out = render_table(table, label=label, anchor=anchor, full=full,
                            full_record=record if (store or full is not None) else None,
                            stale=stale, formats=formats, paper_columns=paper_columns, hide=hide)
-    glue(f"tab_{name}", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
+    myst_nb.glue(f"tab_{name}", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
     return HTML(out)
 
 
@@ -442,25 +439,8 @@ def _full_in_front(table: dict, full: dict, *, label: str, anchor: str, full_rec
             + this + "</details>")
 
 
-def _status(verdict: str, kind: str = "claim") -> tuple[str, str]:
-    key = "not judged" if verdict.startswith("not judged") else verdict
-    symbol, cls = STATUS.get(key, STATUS["—"])
-    if kind == "code check" and key == "holds":
-        symbol, cls = STATUS["code check"]
-    return symbol, cls
-
-
-def status_badge(verdict: str, kind: str = "claim") -> str:
-    """A verdict as a coloured badge with its symbol (``✓ holds``); the text keeps the detail."""
-    symbol, cls = _status(verdict, kind)
-    return f'<span class="symlib-status symlib-{cls}">{symbol} {html.escape(verdict)}</span>'
-
-
 def section_ids(chapter: str, root: Path | None = None) -> dict[str, str]:
     """The chapter notebook's ``##`` headings -> their HTML ids (as Sphinx makes them)."""
-    from docutils.nodes import make_id
-
-    from symlib.book.paths import project_root_or_cwd
 
     source = (root or project_root_or_cwd()) / "notebooks" / f"{chapter}.md"
     if not source.is_file():
@@ -476,8 +456,6 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
     the paper's value, ours per tier, and both verdicts of this build and the published runs
     (``published_runs``: tier -> ``(record, stale)``, most converged first, as
     :func:`published_tiers` gives; or one ``full_record``)."""
-    from symlib.book.cards import ledger_cards
-
     if published_runs is None:
         published_runs = {tier_of(full_record): (full_record, stale or [])} if full_record else {}
     note = "<br>".join(provenance_line(r, st) for r, st in published_runs.values())
@@ -486,8 +464,6 @@ def render_ledger(meta: dict, *, label: str, anchor: str, full_record: dict | No
 
 
 def _figures_html(chapter: str, record: dict, stale: list[str]) -> str:
-    import base64
-
     tier = tier_of(record)
     folder = published.published_dir(tier) / chapter
     imgs = []
@@ -513,24 +489,19 @@ def front_figure(run, name: str, fig) -> None:
     ``f"{name}_tier"``, a line for the figure's caption saying which run it shows
     (``{glue:md}`` in the caption). Call it right after :meth:`~symlib.book.chapter.Chapter.show`.
     """
-    import io
-
-    from IPython.display import Image, Markdown
-    from myst_nb import glue
-
     record, stale = published_tier(run.chapter, run.config)
     file = ((record or {}).get("figure_names") or {}).get(name)
     tier = tier_of(record)
     path = published.published_dir(tier) / run.chapter / file if file else None
     if run.profile in published.TIERS or path is None or not path.is_file():
-        glue(f"{name}_tier", Markdown(f"(This build's run, profile `{run.profile}`.)"), display=False)
+        myst_nb.glue(f"{name}_tier", Markdown(f"(This build's run, profile `{run.profile}`.)"), display=False)
         return
-    glue(name, Image(data=path.read_bytes(), format="png"), display=False)
+    myst_nb.glue(name, Image(data=path.read_bytes(), format="png"), display=False)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     _build_figures(run).append((name, buffer.getvalue()))
     older = ", from an older version of the code" if stale else ""
-    glue(f"{name}_tier", Markdown(f"(The published {tier} run{older}; this build's figure, profile `{run.profile}`, "
+    myst_nb.glue(f"{name}_tier", Markdown(f"(The published {tier} run{older}; this build's figure, profile `{run.profile}`, "
                                   "is at the end of the page.)"), display=False)
 
 
@@ -547,9 +518,6 @@ def glue_quotes(run, chapter, results, **extra):
         ``(values, line)``: the values glued (for sentences a notebook words by them) and the
         page's line saying whose numbers the text quotes.
     """
-    from IPython.display import Markdown
-    from myst_nb import glue
-
     values = {**{q.name: q.value(results) for q in chapter.quotes}, **extra}
     values = {k: v if isinstance(v, str) else float(v) for k, v in values.items()}
     run.results.notes["quotes"] = values
@@ -562,7 +530,7 @@ def glue_quotes(run, chapter, results, **extra):
     else:
         line = f"*The numbers the text quotes are this build's (profile `{run.profile}`).*"
     for name, value in values.items():
-        glue(name, value, display=False)
+        myst_nb.glue(name, value, display=False)
     return values, Markdown(line)
 
 
@@ -611,8 +579,6 @@ def _build_figures(run) -> list:
 
 
 def _build_figures_html(run) -> str:
-    import base64
-
     imgs = [f'<figure class="symlib-full-figure"><img src="data:image/png;base64,{base64.b64encode(png).decode()}" '
             f'alt="this build\'s {html.escape(name)}"><figcaption><span class="caption-number">This build, figure {i} '
             f"</span>(profile <code>{html.escape(run.profile)}</code>; the page shows the published run's)</figcaption></figure>"
@@ -633,9 +599,6 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     Raises:
         ValueError: a heading in ``sections`` is not in the chapter's notebook.
     """
-    from IPython.display import HTML, Markdown, display
-    from myst_nb import glue
-
     ids = section_ids(run.chapter)
     anchors = {}
     for cid, start in (sections or {}).items():
@@ -651,7 +614,7 @@ def show_ledger(run, *, sections: dict[str, str] | None = None):
     anchor = table_anchor(run.chapter, len(shown))
     runs = published_tiers(run.chapter, run.config)
     record, stale = next(iter(runs.values()), (None, []))
-    glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
+    myst_nb.glue("tab_ledger", Markdown(f'<a class="reference internal" href="#{anchor}">{label}</a>'), display=False)
     display(HTML(render_ledger(meta, label=label, anchor=anchor, sections=anchors, published_runs=runs)))
     older = older_code_note(meta)
     if older:
@@ -672,9 +635,6 @@ def older_code_note(meta: dict) -> str:
     """Markdown saying which of this run's numbers were computed by other code or data than this
     checkout's (cache entries kept with ``SYMLIB_KEEP_STALE=1`` or re-rendered with
     ``--cached-only``), from the results file's ``provenance.computed_with``; "" when none."""
-    from symlib.book.data import data_hash
-    from symlib.book.provenance import compute_code_hash, stale_code_groups
-
     groups = (meta.get("provenance") or {}).get("computed_with") or []
     code, data = compute_code_hash(meta["chapter"]), data_hash()
     other_code = {id(g) for g, _ in stale_code_groups(meta["chapter"], groups)}
@@ -704,8 +664,6 @@ def full_run_unmet(chapter: str, tiers=None) -> str:
 
 def _unmet(record: dict) -> str:
     """:func:`full_run_unmet` of one published record."""
-    from symlib.book.cards import claim_numbers
-
     tier = tier_of(record)
     where = {"both": "in both columns", "reproduced": "in the reproduced column", "robust": "in the robust column"}
     unmet: dict[tuple[str, str, str], list[str]] = {}
@@ -731,30 +689,6 @@ def _unmet(record: dict) -> str:
 
 
 # --------------------------------------------------------------------------- robustness
-
-
-READER_WORDS = {"rhat": "R-hat", "ess": "ESS", "mnist": "MNIST", "optunet": "OptuNet", "mmd": "MMD", "ood": "OOD",
-                "init": "initial", "hmc": "HMC", "mfvi": "MFVI", "sgm": "SGM", "mc": "MC", "kl": "KL", "tv": "TV",
-                "nuts": "NUTS", "advi": "ADVI", "swag": "SWAG", "lr": "learning rate", "w": "weight", "n": "number of"}
-"""How the parts of a code identifier read in words (:func:`reader_words`); a part not listed
-reads as itself."""
-
-_IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:rhat)\b")
-
-
-def reader_words(text: str) -> str:
-    """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
-    precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
-    ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``. A name with a
-    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``. Comparisons,
-    written in code as ``<=`` and ``>=``, read as math: ``≤`` and ``≥``."""
-    def words(m):
-        parts = m[0].split("_")
-        if len(parts) == 2 and min(map(len, parts)) < 2:
-            return m[0]
-        return " ".join(READER_WORDS.get(part, part) for part in parts)
-
-    return _IDENTIFIER.sub(words, text).replace("<=", "≤").replace(">=", "≥")
 
 
 SWEEP_WORDED = ("choice", "setting", "failed preconditions", "ours")
@@ -812,9 +746,6 @@ def show_sweeps(chapter, run, results, *, summary=None, caption: str | None = No
     Returns:
         The summary and the table as one HTML, or a line saying that no run swept anything.
     """
-    from IPython.display import HTML, Markdown
-
-    from symlib.book.results import depends_on
 
     summary = summary or depends_on
     # the settings in words, not as the profile fields they set (the summary reads the same rows)

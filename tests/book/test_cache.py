@@ -404,7 +404,7 @@ def test_a_code_change_with_a_warm_cache_recomputes_instead_of_restamping(tmp_pa
 
 def test_an_edited_chapter_file_makes_its_entries_stale_and_no_others(tmp_path, monkeypatch):
     """The same, with a real edit: a copy of the library whose chapter code changes."""
-    from symlib.book import provenance
+    from symlib.book import codehash as provenance
 
     fake = tmp_path / "symlib"
     for rel in ["nn/mlp.py", "chapters/__init__.py", "chapters/ortho_skip/experiment.py",

@@ -1,4 +1,4 @@
-"""Which checkpoints a chapter's run continues (symlib/book/checkpoints.py), against the
+"""Which checkpoints a chapter's run continues (symlib/book/checkpoint_names.py), against the
 checkpoints its stages really leave when stopped at their budget; and the stranded ones (of
 other code) that carry neither keeps nor loads."""
 
@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from symlib.book import cache, carry, checkpoints, pieces
+from symlib.book import cache, carry, pieces
+from symlib.book import checkpoint_names as checkpoints
 from symlib.book.chapter import StageContext
 from symlib.chapters import declared, get_profile
 from symlib.inference.hmc_resumable import BudgetExhausted
@@ -16,7 +17,7 @@ from symlib.inference.hmc_resumable import BudgetExhausted
 CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "02b_posterior_mmd": ("samples",),
                         "05_rebasin_hmc": ("bayes", "robust"), "06_synthesis": ("gold",)}
 """Each chapter's stages that checkpoint inside a fit (read from their code, independently of
-:data:`checkpoints.CHECKPOINTED`)."""
+:data:`symlib.chapters.checkpointed.CHECKPOINTED`)."""
 
 
 def _results(chapter, stage, config, seed, done):

@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-from symlib.book import provenance as pv
+from symlib.book import codehash as pv
+from symlib.book import provenance  # noqa: F401 (installs the finder: every chapter findable by name)
 from symlib.book.results import ChapterResults
 from symlib.chapters.ortho_skip.profiles import PROFILES as CH1
 from symlib.chapters.symmetries.profiles import PROFILES as CH0
@@ -274,7 +275,10 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_cu
     """``symlib.inference``'s ``__init__`` re-exports ``hmc``; a chapter importing a sibling from it
     (3: ``sgm``) or none (2a) is not made stale by it. Chapter 1 does import it now: its VI runs
     through ``mfvi_graph.fit_resumable``, which takes ``BudgetExhausted`` and ``remaining_budget``
-    from ``hmc_resumable`` (which imports ``hmc``)."""
+    from ``hmc_resumable`` (which imports ``hmc``). The book machinery it starts from is the part
+    below the chapters: the run layer (:data:`symlib.book.LAYERS`) imports the chapters' registry
+    and the sampler itself, so a scheme-3 hash of this checkout covers every chapter's code."""
+    from symlib.book import LAYERS
     from symlib.book.provenance import (
         SYMLIB,
         _notebook_imports,
@@ -286,7 +290,8 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_cu
     for chapter, needs_hmc in (("01_ortho_skip", True), ("02a_symmetry_removal", False), ("03_sgm_vi", False),
                                ("05_rebasin_hmc", True)):
         package = package_of_chapter(chapter)
-        start = [p for p in package.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
+        start = [p for p in package.rglob("*.py")] + [p for p in (SYMLIB / "book").glob("*.py")
+                                                         if p.stem not in LAYERS["run"]]
         notebook = REPO / "notebooks" / f"{chapter}.md"
         files = {p.relative_to(SYMLIB).as_posix()
                  for p in import_closure_precise(start, _notebook_imports(notebook_code(notebook)))}
@@ -295,6 +300,9 @@ def test_under_scheme_3_a_change_to_hmc_leaves_chapters_that_do_not_import_it_cu
 
 
 def test_a_chapters_code_hash_covers_what_it_imports_not_the_whole_library():
+    """From the chapter's package and the book machinery below the chapters (the run layer of
+    :data:`symlib.book.LAYERS` imports the chapters' registry and the methods)."""
+    from symlib.book import LAYERS
     from symlib.book.provenance import (
         SYMLIB,
         _notebook_imports,
@@ -304,7 +312,8 @@ def test_a_chapters_code_hash_covers_what_it_imports_not_the_whole_library():
     )
 
     chapter = package_of_chapter("00_symmetries")
-    start = [p for p in chapter.rglob("*.py")] + list((SYMLIB / "book").glob("*.py"))
+    start = [p for p in chapter.rglob("*.py")] + [p for p in (SYMLIB / "book").glob("*.py")
+                                                  if p.stem not in LAYERS["run"]]
     notebook = REPO / "notebooks" / "00_symmetries.md"
     files = {p.relative_to(SYMLIB).as_posix() for p in import_closure(start, _notebook_imports(notebook_code(notebook)))}
     assert "symmetry/group.py" in files and "chapters/symmetries/stages.py" in files
@@ -370,10 +379,14 @@ def test_the_rendering_modules_pull_no_library_module_into_the_chapters_hashes()
     """Every chapter's code hash follows the static imports of the book machinery, the rendering
     modules included (they are left out of the hash, their imports are not): a static import of,
     say, symlib.inference there once made every chapter's hash, and so every published run and
-    cache entry, stale. What they import must stay inside symlib/book."""
+    cache entry, stale. What they import must stay inside symlib/book. The run layer
+    (:data:`symlib.book.LAYERS`) is the exception: it sits above the chapters and imports their
+    registry and the methods, which scheme 5 (no hash follows a run module's imports) allows."""
+    from symlib.book import LAYERS
     from symlib.book import provenance as prov
 
-    rendering = [prov.SYMLIB / name for name in sorted(prov.RENDERING_ONLY)]
+    rendering = [prov.SYMLIB / name for name in sorted(prov.RENDERING_ONLY)
+                 if name.removeprefix("book/").removesuffix(".py") not in LAYERS["run"]]
     closure = prov.import_closure_precise(rendering)
     # symlib/files.py, the whole-or-nothing writer, is imported by the cache, which every
     # chapter's hash covers already: the rendering modules' import of it adds nothing

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from symlib.book import published, runtime, tables
+from symlib.book import published, runtime, tables, words
 from symlib.book.provenance import provenance
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
@@ -221,7 +221,7 @@ def test_the_ledger_shows_both_verdicts_and_marks_each_preconditions_column():
     assert "reached 1.3; judging needs split R-hat ≤ 1.01 (4 chains)" in html_out
     assert "(robust column)" in html_out and "(reproduced column; source: authors&#x27; hmc.py)" in html_out
     old_html = tables.render_ledger({"profile": "quick", "claims": [old]}, label="T", anchor="t")
-    assert old_html.count(tables.status_badge("—")) == 1  # no robust verdict recorded: a dash
+    assert old_html.count(words.status_badge("—")) == 1  # no robust verdict recorded: a dash
 
 
 def test_a_table_of_many_columns_is_set_compact():
@@ -453,12 +453,12 @@ def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publis
 
 
 def test_reader_words_turn_code_identifiers_into_words():
-    assert tables.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
-    assert tables.reader_words("n_train_samples = 8") == "number of train samples = 8"
-    assert tables.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
-    assert tables.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
-    assert tables.reader_words("q_r beats q_d; d_h = 20") == "q_r beats q_d; d_h = 20"  # math, not code
-    assert tables.reader_words("split R-hat <= 1.01, ESS >= 400") == "split R-hat ≤ 1.01, ESS ≥ 400"
+    assert words.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
+    assert words.reader_words("n_train_samples = 8") == "number of train samples = 8"
+    assert words.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
+    assert words.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
+    assert words.reader_words("q_r beats q_d; d_h = 20") == "q_r beats q_d; d_h = 20"  # math, not code
+    assert words.reader_words("split R-hat <= 1.01, ESS >= 400") == "split R-hat ≤ 1.01, ESS ≥ 400"
 
 
 def test_show_sweeps_names_settings_in_words_not_code(run, publish_fake):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from symlib import metrics
-from symlib.book import checkpoints
+from symlib.book import checkpoint_names
 from symlib.book.chapter import RunResults, StageContext
 from symlib.book.preconditions import ACCURACY_SHARE
 from symlib.book.results import Column, Kind
@@ -212,7 +212,7 @@ def test_the_samples_stage_spends_its_checkpoint(tmp_path, monkeypatch):
     nets = networks.train_networks(cfg, data, 0, progress=False)
     ctx = StageContext(CHAPTER.name, stage, stage.view(cfg, CHAPTER.name), "cpu", {"train": nets}, 0)
     path = samples_checkpoint(ctx)
-    assert [path.name] == checkpoints.expected(CHAPTER.name, "smoke", seed=0)
+    assert [path.name] == checkpoint_names.expected(CHAPTER.name, "smoke", seed=0)
     monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
     with pytest.raises(BudgetExhausted):
         stage.compute(ctx)
