@@ -340,7 +340,6 @@ def execute(name: str, *, profile: str, seed: int, device: str) -> float:
     import papermill
     from nbclient.exceptions import DeadKernelError
 
-
     source = _source(name)
     _absolute_path_variables()
     if name not in BOOK_PAGES:  # the pages write no results and compute no stage
