@@ -7,7 +7,7 @@ The unbiased estimator of the squared MMD (Gretton et al. 2012, JMLR, Lemma 6) b
               - 2/(nm) sum_{i, j} k(x_i, y_j),
 
 (diagonal terms excluded), whose expectation is the population ``MMD^2(P, Q)``; it can be
-negative. Laurent et al. evaluate it for a bank of 20 kernels (NOTES.md §001, "MMD"):
+negative. Laurent et al. evaluate it for a bank of 20 kernels (2024, Sec. 4, and their released code):
 
     Gaussian  k(x, y) = exp(-||x - y||_2^2 / l^2),     Laplace  k(x, y) = exp(-||x - y||_1 / l),
 
@@ -153,7 +153,7 @@ def laplace_kernel(bw: Tensor | float) -> KernelFn:
 def bandwidths_from_distances(cross: Tensor, n: int = 10) -> Tensor:
     """The authors' bandwidth rule applied to a matrix of cross distances (any shape).
 
-    Our reading of NOTES.md §001 ("MMD", code paragraph), with ``D`` the given distances:
+    Our reading of the authors' released code, with ``D`` the given distances:
 
     - ``l_min = min D`` if that is ``>= 0.1``; otherwise ``l_min = max(q_0.05(D), 0.1)``, the 5%
       quantile (linear interpolation, as ``numpy.quantile``) floored at 0.1;
@@ -185,7 +185,7 @@ def _flat(x: Tensor, dtype: torch.dtype | None) -> Tensor:
 def bandwidths(x: Tensor, y: Tensor, n: int = 10, max_rows: int = 500) -> Bandwidths:
     """Bandwidth banks from the cross distances of the first ``max_rows`` rows of ``x`` and ``y``.
 
-    Laurent et al. (2024, Section 4; NOTES.md §001): the rule of
+    Laurent et al. (2024, Section 4, and their released code): the rule of
     :func:`bandwidths_from_distances` applied once to the L2 distances (for the Gaussian
     kernels) and once to the L1 distances (for the Laplace kernels) between ``x[:max_rows]`` and
     ``y[:max_rows]`` (rows flattened). "Largest distance" is read as the largest *cross*

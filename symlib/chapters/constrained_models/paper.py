@@ -1,7 +1,7 @@
 """The numbers the paper of chapter 4 reports, as data with their source.
 
-Shown beside the chapter's own measurements, never used as "ours"; ``NOTES.md`` in the shared
-papers folder lists how each was recovered.
+Shown beside the chapter's own measurements, never used as "ours"; each value names the table
+or figure of the paper it was read from.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ PROFILES = {
     # Boston with 7 splits (the fewest for which a Wilcoxon test still reaches p < 0.05 with one
     # split against: 2 ranks of W- give p = 0.047; "every split" has a sign-test p of 0.016), the
     # authors' angle prior as a third fit per split, 2 chains of 500 + 500 (R-hat needs two), at
-    # Stan's default max tree depth of 10, the paper's sampler (issue 28: the reproduced column
+    # Stan's default max tree depth of 10, the paper's sampler (the reproduced column
     # is gated by it). Measured before: at depth 7 (the published full run) and at depth 8 nearly
     # every tree ran to the cap (91-100 % of iterations per fit at depth 7), about 185 s of CPU per
     # fit at depth 7; at depth 10 a tree at the cap costs 1,023 leapfrog steps instead of 127, so

@@ -1,10 +1,10 @@
-"""Chapter 4's random numbers, as they were before the chapter contract (issue 27, item 4).
+"""Chapter 4's random numbers, as they were before the chapter contract.
 
 Every generator of the chapter is derived from the run seed, a stream index (:data:`STREAMS`)
 and further integers (a fit's index, a split) through numpy's ``SeedSequence``, so two draws
 share no stream and the order in which fits run moves no number. The stages declare the run
-seed itself as their ``legacy_seed``; moving them onto :class:`symlib.book.streams.Stream` is
-issue 27, step 5 (it moves numbers, so it is a separate change).
+seed itself as their ``legacy_seed``; moving them onto :class:`symlib.book.streams.Stream`
+would move numbers, so it is a change of its own.
 """
 
 from __future__ import annotations

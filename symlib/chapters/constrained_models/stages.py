@@ -33,7 +33,8 @@ fan-out stages of fits is one cache entry (as before the chapter contract); its
 independent Stan fits fan out through :func:`symlib.book.parallel.fan_out` inside it. Everything runs on the CPU
 (Stan's NUTS, and ADVI on ten-parameter models), under the profile's ``threads``. The stages
 keep the seeds they had before the contract (``legacy_seed``: the run seed, from which
-:mod:`.seeds` derives one generator per purpose and fit); named streams are issue 27, step 5.
+:mod:`.seeds` derives one generator per purpose and fit); moving them onto named streams would
+move numbers, so it is a change of its own.
 """
 
 from __future__ import annotations

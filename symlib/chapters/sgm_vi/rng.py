@@ -1,10 +1,11 @@
-"""Chapter 3's random generators, as they were before the chapter contract (issue 27, step 4).
+"""Chapter 3's random generators, as they were before the chapter contract.
 
 Every generator of the chapter comes from one numpy ``SeedSequence`` per ``(run seed, stream,
 extra ints)``: the stream's number in :data:`LEGACY_STREAMS` and, for MNIST, the hidden width.
 Stages therefore declare the run seed itself as their ``legacy_seed`` and build their generators
 here, in the order they did before, so that the migration moves no number. Moving them onto the
-contract's named streams (:class:`symlib.book.streams.Stream`) is issue 27, step 5.
+contract's named streams (:class:`symlib.book.streams.Stream`) would move numbers: a change of
+its own.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@
   after canonicalisation (they collapse onto one point).
 
 The stages take seconds, so they are not cached (``cache=False``). Each draws from its own named
-streams (:mod:`symlib.book.streams`); before issue 27's step 5 all three seeded stages started from
-the run seed itself, so their draws began alike.
+streams (:mod:`symlib.book.streams`), so no two of them begin alike.
 """
 
 from __future__ import annotations
