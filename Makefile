@@ -80,9 +80,10 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP) ## run the test suite (one worker per core; TEST_JOBS=N)
 	$(PY) -m pytest -n $(TEST_JOBS)
 
-lint: $(STAMP) ## ruff check and the import layers (lint-imports: pyproject's [tool.importlinter]), as CI runs it
+lint: $(STAMP) ## ruff, the import layers (lint-imports: pyproject's [tool.importlinter]) and actionlint on the workflows, as CI runs them
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/actionlint -no-color .github/workflows/*.yml
 
 execute: $(STAMP) ## execute every chapter (PROFILE, SEED, DEVICE) without building the book
 	$(PY) -m symlib.book.pipeline execute --profile $(PROFILE) --seed $(SEED) --device $(DEVICE)
