@@ -22,7 +22,7 @@ beside the chapters when every chapter is, or when named (``execute using-symlib
 executes either page when its executed notebook is missing (:data:`BOOK_PAGES`).
 
 A long run goes in pieces of at most ``$SYMLIB_BUDGET_S`` seconds per chapter: a stage that
-reaches that budget raises :class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its
+reaches that budget raises :class:`~symlib.inference.loop.BudgetExhausted` with its
 checkpoint written, and a chapter still running :data:`BUDGET_GRACE_S` after it has its kernel
 interrupted (a fan-out stage keeps every item it finished, each cached on its own, and loses the
 ones in flight). The chapter is then reported as *stopped at its time budget*, not as failed,
@@ -412,11 +412,9 @@ interrupted: time for a stage that stops at the budget itself to write its check
 
 def _budget() -> float | None:
     """``$SYMLIB_BUDGET_S`` (None: no budget); a bad value fails before any chapter starts."""
-    import importlib
+    from symlib.book.runtime import budget_from_env
 
-    # by name, not a static import: the chapters' code hashes follow this module's imports
-    # (symlib.book.provenance), and reading a variable changes none of their numbers
-    return importlib.import_module("symlib.inference.hmc_resumable").budget_from_env()
+    return budget_from_env()
 
 
 @contextlib.contextmanager
@@ -459,7 +457,7 @@ def _interrupt_kernels() -> list[int]:
 
 
 BUDGET_ERROR = "BudgetExhausted"
-"""The exception (:class:`symlib.inference.hmc_resumable.BudgetExhausted`) with which a stage
+"""The exception (:class:`symlib.inference.loop.BudgetExhausted`) with which a stage
 stops at its time budget, its checkpoint written."""
 
 PIECE_STOPPED = "stopped at its time budget"
@@ -648,9 +646,9 @@ def _announce(name: str, profile: str, seed: int, device: str) -> None:
 def _piece_starts() -> None:
     """Mark the start of a chapter's piece for its stages (``$SYMLIB_PIECE_START``, inherited by
     its kernel): a stage that starts late gets only what is left of ``$SYMLIB_BUDGET_S``."""
-    import importlib  # by name, as _budget does: the book's machinery imports no library module statically
+    from symlib.book.runtime import PIECE_START_ENV
 
-    os.environ[importlib.import_module("symlib.inference.hmc_resumable").PIECE_START_ENV] = repr(time.time())
+    os.environ[PIECE_START_ENV] = repr(time.time())
 
 
 def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> float:
@@ -735,8 +733,8 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
 
     from symlib.book.workers import use_env_aware_workers
 
-    # by name, as _budget does: a static import would put the sampler into every chapter's code hash
-    budget_exhausted = importlib.import_module("symlib.inference.hmc_resumable").BudgetExhausted
+    # by name: a static import would put the loop into every chapter's code hash
+    budget_exhausted = importlib.import_module("symlib.inference.loop").BudgetExhausted
     # each chapter sets its own $SYMLIB_PIECE_START: joblib workers a chapter before started would
     # keep the earlier one (and count its budget from there) unless they start afresh
     use_env_aware_workers()
