@@ -277,7 +277,7 @@ def sample_resumable(
         sampler = dataclasses.replace(sampler, trajectory=_trajectory(
             potential_fn, n_leapfrog, precision, mode, state.chain, state.step_size.to(device, dtype)))
     bar, on_step = hmc.progress_bar(total, it_start, trace, desc=desc, enabled=progress)
-    piece = loop.run(state, sampler.stepper(generator, trace, keep), done=hmc._iteration, total=total,
+    piece = loop.run(state, sampler.stepper(generator, trace, keep), done=lambda s: s.iteration, total=total,
                      save=lambda s, _: save(s), every_s=every_s, budget_s=budget_s, on_step=on_step)
     bar.close()
     state, it = piece.state, piece.state.iteration
