@@ -193,6 +193,13 @@ class StageContext:
     inputs: Mapping[str, Any]
     """The results of the stages it ``needs``, by stage name."""
     run_seed: int
+    deadline: float | None = None
+    """When the run's piece must stop, in seconds since the epoch (:func:`time.time`, the same
+    in every process a fan-out starts); None: no time limit. The run layer sets it
+    (:func:`symlib.book.runtime.piece_deadline`, from ``$SYMLIB_BUDGET_S``); a stage that can
+    stop early passes what is left of it down
+    (:func:`symlib.inference.loop.seconds_left`), and raises
+    :class:`~symlib.inference.loop.BudgetExhausted` when it stopped. It is no part of a cache key."""
 
     @property
     def seed(self) -> int:
@@ -549,13 +556,15 @@ class Chapter:
                 return stage
         raise KeyError(f"{self.name} has no stage {name!r}; stages: {', '.join(s.name for s in self.stages)}")
 
-    def run_stages(self, config: Any, *, seed: int, device: Any = "cpu", refresh: bool = False) -> RunResults:
-        """Run every stage in order (through the cache where ``stage.cache``) and return the results."""
+    def run_stages(self, config: Any, *, seed: int, device: Any = "cpu", refresh: bool = False,
+                   deadline: float | None = None) -> RunResults:
+        """Run every stage in order (through the cache where ``stage.cache``) and return the
+        results; ``deadline``: when the stages must stop (:attr:`StageContext.deadline`)."""
         out: dict[str, Any] = {}
         for stage in self.stages:
             ctx = StageContext(
                 chapter=self.name, stage=stage, device=device, run_seed=seed,
-                config=stage.view(config, self.name), inputs={n: out[n] for n in stage.needs},
+                config=stage.view(config, self.name), inputs={n: out[n] for n in stage.needs}, deadline=deadline,
             )
             if stage.items is not None:
                 out[stage.name] = self._fan_out(stage, ctx, refresh=refresh)
@@ -589,8 +598,8 @@ class Chapter:
         return HTML(cards.glance(self.name, record, stale=stale, provenance=line))
 
     def compute(self, run) -> RunResults:
-        """:meth:`run_stages` with a notebook run's profile, seed and device."""
-        return self.run_stages(run.config, seed=run.seed, device=run.device)
+        """:meth:`run_stages` with a notebook run's profile, seed, device and deadline."""
+        return self.run_stages(run.config, seed=run.seed, device=run.device, deadline=run.deadline)
 
     # --- streams ----------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 A `paper` run on a GPU rarely fits one allocation: it runs in pieces, each stopped at its time
 budget (``$SYMLIB_BUDGET_S``; a stage raises
-:class:`~symlib.inference.hmc_resumable.BudgetExhausted` and keeps its checkpoint) and continued
+:class:`~symlib.inference.loop.BudgetExhausted` and keeps its checkpoint) and continued
 by the same command, until a piece completes the chapter. ``python -m symlib.book.pipeline
 execute`` appends one entry per execution to ``<results>/pieces/<chapter>.json``: when it
 started, how long it ran, on which device and host (:func:`host`: the CPU model, its widest

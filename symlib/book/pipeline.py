@@ -22,7 +22,7 @@ beside the chapters when every chapter is, or when named (``execute using-symlib
 executes either page when its executed notebook is missing (:data:`BOOK_PAGES`).
 
 A long run goes in pieces of at most ``$SYMLIB_BUDGET_S`` seconds per chapter: a stage that
-reaches that budget raises :class:`~symlib.inference.hmc_resumable.BudgetExhausted` with its
+reaches that budget raises :class:`~symlib.inference.loop.BudgetExhausted` with its
 checkpoint written, and a chapter still running :data:`BUDGET_GRACE_S` after it has its kernel
 interrupted (a fan-out stage keeps every item it finished, each cached on its own, and loses the
 ones in flight). The chapter is then reported as *stopped at its time budget*, not as failed,
@@ -92,10 +92,10 @@ from symlib.book.pieces import log_piece
 from symlib.book.provenance import compute_code_hash
 from symlib.book.published import glue_key
 from symlib.book.results import STAGING_VAR, check_writable, results_dir
-from symlib.book.runtime import resolve_device
+from symlib.book.runtime import PIECE_START_ENV, budget_from_env, resolve_device
 from symlib.book.workers import use_env_aware_workers
 from symlib.files import DiskFullError, require_free
-from symlib.inference import hmc_resumable
+from symlib.inference.loop import BudgetExhausted
 
 ROOT = project_root_or_cwd()
 NOTEBOOKS = ROOT / "notebooks"
@@ -423,7 +423,7 @@ interrupted: time for a stage that stops at the budget itself to write its check
 
 def _budget() -> float | None:
     """``$SYMLIB_BUDGET_S`` (None: no budget); a bad value fails before any chapter starts."""
-    return hmc_resumable.budget_from_env()
+    return budget_from_env()
 
 
 @contextlib.contextmanager
@@ -464,7 +464,7 @@ def _interrupt_kernels() -> list[int]:
 
 
 BUDGET_ERROR = "BudgetExhausted"
-"""The exception (:class:`symlib.inference.hmc_resumable.BudgetExhausted`) with which a stage
+"""The exception (:class:`symlib.inference.loop.BudgetExhausted`) with which a stage
 stops at its time budget, its checkpoint written."""
 
 PIECE_STOPPED = "stopped at its time budget"
@@ -639,7 +639,7 @@ def _announce(name: str, profile: str, seed: int, device: str) -> None:
 def _piece_starts() -> None:
     """Mark the start of a chapter's piece for its stages (``$SYMLIB_PIECE_START``, inherited by
     its kernel): a stage that starts late gets only what is left of ``$SYMLIB_BUDGET_S``."""
-    os.environ[hmc_resumable.PIECE_START_ENV] = repr(time.time())
+    os.environ[PIECE_START_ENV] = repr(time.time())
 
 
 def _execute_announced(name: str, *, profile: str, seed: int, device: str) -> float:
@@ -714,7 +714,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
         ValueError: a name that is no chapter with a package, or a ``skip`` that
             :func:`without_stages` refuses.
     """
-    budget_exhausted = hmc_resumable.BudgetExhausted
+    budget_exhausted = BudgetExhausted
     # each chapter sets its own $SYMLIB_PIECE_START: joblib workers a chapter before started would
     # keep the earlier one (and count its budget from there) unless they start afresh
     use_env_aware_workers()

@@ -4,12 +4,19 @@ Every notebook begins with the same three parameters (``profile``, ``seed``, ``d
 papermill may overwrite. :func:`start` checks them all before any work is done, so a typo or a
 wrongly typed value fails at the top of the page with an error that names the fix, and nothing
 that an earlier run wrote is touched.
+
+It also reads the run's time limit (:func:`piece_deadline`: ``$SYMLIB_BUDGET_S`` seconds from
+``$SYMLIB_PIECE_START``), the one place a chapter's stages get it from: the run carries it as a
+deadline to :meth:`symlib.book.chapter.Chapter.compute`, which hands it to every stage
+(:attr:`symlib.book.chapter.StageContext.deadline`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,7 +26,14 @@ from symlib.book.cache import cached_only
 from symlib.book.profiles import select_profile
 from symlib.book.results import ChapterResults, check_writable
 
-__all__ = ["ChapterRun", "check_seed", "resolve_device", "start", "torch_threads"]
+__all__ = ["BUDGET_ENV", "PIECE_START_ENV", "ChapterRun", "budget_from_env", "check_seed", "piece_deadline",
+           "resolve_device", "start", "torch_threads"]
+
+BUDGET_ENV = "SYMLIB_BUDGET_S"
+"""Seconds each chapter of a command may compute (unset: no limit)."""
+PIECE_START_ENV = "SYMLIB_PIECE_START"
+"""When the chapter's piece began (seconds since the epoch): set by ``pipeline execute`` /
+``compute`` for each chapter (its kernel inherits it), so that its budget counts from there."""
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 SEED_LIMIT = 2**32
@@ -103,6 +117,42 @@ def check_seed(seed) -> int:
     return seed
 
 
+def budget_from_env() -> float | None:
+    """``$SYMLIB_BUDGET_S`` as seconds (unset or empty: no budget).
+
+    Raises:
+        ValueError: the variable is not a positive number.
+    """
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{BUDGET_ENV}={raw!r}: give the seconds a piece may run, a positive number")
+    return value
+
+
+def piece_deadline() -> float | None:
+    """When this chapter's piece must stop (seconds since the epoch): ``$SYMLIB_PIECE_START``
+    (or now, when unset) plus :func:`budget_from_env`; None without a budget.
+
+    Raises:
+        ValueError: either variable is not a number (the budget: not a positive one).
+    """
+    budget = budget_from_env()
+    if budget is None:
+        return None
+    raw = os.environ.get(PIECE_START_ENV, "").strip()
+    try:
+        started = float(raw) if raw else time.time()
+    except ValueError:
+        raise ValueError(f"{PIECE_START_ENV}={raw!r}: the piece's start in seconds since the epoch") from None
+    return started + budget
+
+
 @dataclass
 class ChapterRun:
     """What a notebook needs after its parameters cell: validated settings and the ledger."""
@@ -113,6 +163,8 @@ class ChapterRun:
     seed: int
     device: torch.device
     results: ChapterResults
+    deadline: float | None = None
+    """When the run's stages must stop (:func:`piece_deadline`); None: no time limit."""
 
     def generator(self, offset: int = 0) -> torch.Generator:
         """A fresh CPU generator seeded with ``seed + offset`` (explicit randomness, no global RNG)."""
@@ -131,12 +183,13 @@ def start(
     ``profiles`` are the chapter's own (``symlib.chapters.<chapter>.PROFILES``).
 
     Raises TypeError / ValueError naming the fix for an unknown profile or device, a GPU that is
-    not there, or a parameter of the wrong type, and OSError if the results directory
-    (``SYMLIB_RESULTS``) cannot be written.
+    not there, a parameter of the wrong type or a bad ``$SYMLIB_BUDGET_S``, and OSError if the
+    results directory (``SYMLIB_RESULTS``) cannot be written.
     """
     config = select_profile(chapter, profiles, profile)
     seed = check_seed(seed)
     dev = resolve_device(device)
     check_writable()  # now, not after the chapter has run
     results = ChapterResults(chapter=chapter, profile=profile, seed=seed, device=str(dev), config=config)
-    return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results)
+    return ChapterRun(chapter=chapter, profile=profile, config=config, seed=seed, device=dev, results=results,
+                      deadline=piece_deadline())

@@ -6,7 +6,10 @@
 - :mod:`symlib.inference.vi_classifier`: mean-field VI for classification MLPs (chapter 5).
 - :mod:`symlib.inference.sgm`: symmetrised mean-field VI, the SGM entropy estimator and exact
   symmetrised entropies by enumeration (chapter 3).
-- :mod:`symlib.inference.hmc`: batched-chain HMC with step-size adaptation in burn-in (chapter 5).
+- :mod:`symlib.inference.hmc`: batched-chain HMC with step-size adaptation in burn-in (chapter 5);
+  :mod:`symlib.inference.hmc_resumable` runs it in checkpointed pieces.
+- :mod:`symlib.inference.loop`: the one loop long runs go through (HMC, chapter 1's VI): step a
+  state, checkpoint it, stop at a time budget given as an argument.
 - :mod:`symlib.inference.ensemble`: vmapped MAP ensembles (chapter 5).
 - :mod:`symlib.inference.posteriors`: weight samples from SWAG, Laplace (full Hessian or GGN),
   SGHMC, last-layer MC dropout and mean-field VI for any functional network, batched over

@@ -43,10 +43,17 @@ never needs to hold every sample in RAM.
 
 Randomness is explicit: every draw comes from the ``torch.Generator`` passed in.
 
+The sampler is a state and a step: :class:`Sampler` binds the settings once, its ``init`` gives a
+:class:`SamplerState` (the chains, the adaptation, the step size, the counts) and its ``step`` the
+next one; :class:`Trace` records each transition. :func:`sample` applies the step with
+:func:`symlib.inference.loop.run`, the loop that
+:func:`symlib.inference.hmc_resumable.sample_resumable` runs in checkpointed pieces, so that the
+two give the same chains.
+
 Public: :class:`HMCState`, :class:`HMCInfo`, :class:`HMCResult`, :class:`SampleStore`,
-:func:`value_and_grad`, :func:`init`, :func:`leapfrog`, :func:`hmc_step`,
-:func:`dual_averaging_init`, :func:`dual_averaging_update`, :func:`sample`,
-:func:`mlp_classification_potential`, :func:`mlp_regression_potential`.
+:class:`Sampler`, :class:`SamplerState`, :class:`Trace`, :func:`value_and_grad`, :func:`init`,
+:func:`leapfrog`, :func:`hmc_step`, :func:`dual_averaging_init`, :func:`dual_averaging_update`,
+:func:`sample`, :func:`mlp_classification_potential`, :func:`mlp_regression_potential`.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -66,6 +74,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from symlib.inference import loop
 from symlib.nn.mlp import MLPSpec, mlp_forward
 
 __all__ = [
@@ -75,6 +84,9 @@ __all__ = [
     "HMCResult",
     "HMCState",
     "SampleStore",
+    "Sampler",
+    "SamplerState",
+    "Trace",
     "dual_averaging_init",
     "dual_averaging_update",
     "exact_precision",
@@ -90,6 +102,8 @@ __all__ = [
 
 Position = dict[str, Tensor]
 Potential = Callable[[Position], Tensor]
+HISTORY_KEYS = ("accept_prob", "energy_error", "potential", "step_size")
+"""What :class:`Trace` records per iteration and chain."""
 
 
 class HMCState(NamedTuple):
@@ -260,13 +274,24 @@ def hmc_step(
     n_leapfrog: int,
     generator: torch.Generator,
     precision: ForcePrecision | str = ForcePrecision.FP32,
+    *,
+    trajectory: Callable | None = None,
 ) -> tuple[HMCState, HMCInfo]:
-    """One HMC transition for every chain (module docstring, steps 1 to 3; forces in ``precision``)."""
+    """One HMC transition for every chain (module docstring, steps 1 to 3; forces in ``precision``).
+
+    ``trajectory``: the leapfrog trajectory to run, ``(position, momentum, grad, step_size) ->
+    (position, momentum, potential, grad)`` (a recorded CUDA graph of :func:`leapfrog`, say);
+    None: :func:`leapfrog` with ``n_leapfrog`` steps. The momenta, the trajectory and the
+    Metropolis draw come in this order whichever.
+    """
     ref = next(iter(state.position.values()))
     n_chains = ref.shape[0]
     momentum = {k: _randn_like(v, generator) for k, v in state.position.items()}
-    q, p, u, g = leapfrog(state.position, momentum, state.grad, step_size, n_leapfrog, potential_fn,
-                          precision)
+    if trajectory is None:
+        q, p, u, g = leapfrog(state.position, momentum, state.grad, step_size, n_leapfrog, potential_fn,
+                              precision)
+    else:
+        q, p, u, g = trajectory(state.position, momentum, state.grad, step_size)
     h0 = state.potential + _kinetic(momentum)
     h1 = u + _kinetic(p)
     energy_error = h1 - h0
@@ -316,6 +341,165 @@ def dual_averaging_update(
     return DualAveragingState(log_step, log_step_avg, h_avg, state.mu, m)
 
 
+# --------------------------------------------------------------------------- sampler
+
+
+class SamplerState(NamedTuple):
+    """A run of :class:`Sampler` between two transitions: everything its continuation depends on
+    besides the generator's state (and what it recorded: :class:`Trace`)."""
+
+    chain: HMCState
+    adaptation: DualAveragingState
+    step_size: Tensor
+    """The per-chain nominal step size (float64, CPU): adapted in burn-in, then fixed."""
+    iteration: int
+    """Transitions done."""
+    n_grad_evals: int
+    """Gradient evaluations per chain so far (1 at the start, ``L`` per transition)."""
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """HMC with dual-averaging adaptation in burn-in (module docstring), its settings bound once:
+    :meth:`init` gives the state at a starting point, :meth:`step` one transition from a state.
+
+    Attributes:
+        potential_fn: ``U`` of a position dict with leading chain axis ``C``; returns ``(C,)``.
+        n_burnin: transitions whose draws are discarded; the step size adapts only here.
+        n_samples: draws kept per chain.
+        n_leapfrog: leapfrog steps per transition.
+        thin: one transition in ``thin`` is kept after burn-in.
+        target_accept: the dual-averaging target.
+        adapt: tune the step size in burn-in (False: keep the initial step size).
+        jitter: the step-size jitter ``j`` in ``[0, 1)`` (module docstring, step 0).
+        precision: of the leapfrog forces (:class:`ForcePrecision`).
+        trajectory: the leapfrog trajectory, ``(position, momentum, grad, step_size) ->
+            (position, momentum, potential, grad)`` (a recorded CUDA graph, say); None:
+            :func:`leapfrog` with ``n_leapfrog``, ``potential_fn`` and ``precision``.
+    """
+
+    potential_fn: Potential
+    n_burnin: int
+    n_samples: int
+    n_leapfrog: int
+    thin: int = 1
+    target_accept: float = 0.8
+    adapt: bool = True
+    jitter: float = 0.2
+    precision: ForcePrecision = ForcePrecision.FP32
+    trajectory: Callable | None = None
+
+    def __post_init__(self):
+        if not 0.0 <= self.jitter < 1.0:
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
+        if self.thin < 1:
+            raise ValueError(f"thin must be >= 1, got {self.thin}")
+        object.__setattr__(self, "precision", ForcePrecision(self.precision))
+
+    @property
+    def total(self) -> int:
+        """Transitions in the whole run: ``n_burnin + n_samples * thin``."""
+        return self.n_burnin + self.n_samples * self.thin
+
+    def keeps(self, iteration: int) -> bool:
+        """Whether transition ``iteration`` (counted from 0) ends on a kept draw."""
+        return iteration >= self.n_burnin and (iteration - self.n_burnin) % self.thin == self.thin - 1
+
+    def init(self, position: Position, step_size: float | Tensor) -> SamplerState:
+        """The state at ``position`` (one gradient evaluation) with the initial ``step_size``
+        (float or ``(C,)``)."""
+        n_chains = next(iter(position.values())).shape[0]
+        eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
+        return SamplerState(init(position, self.potential_fn, self.precision), dual_averaging_init(eps), eps, 0, 1)
+
+    def step(self, state: SamplerState, generator: torch.Generator) -> tuple[SamplerState, HMCInfo]:
+        """One transition (jitter, :func:`hmc_step`) and, in burn-in, one adaptation update."""
+        it, eps = state.iteration, state.step_size
+        ref = next(iter(state.chain.position.values()))
+        step = eps
+        if self.jitter:  # drawn only when asked for, so jitter=0 leaves the random stream as it was
+            u = torch.rand(ref.shape[0], generator=generator, dtype=torch.float64, device=generator.device).cpu()
+            step = eps * (1.0 + self.jitter * (2.0 * u - 1.0))
+        chain, info = hmc_step(state.chain, self.potential_fn, step.to(ref.device, ref.dtype), self.n_leapfrog,
+                               generator, self.precision, trajectory=self.trajectory)
+        da = state.adaptation
+        if it < self.n_burnin and self.adapt:
+            da = dual_averaging_update(da, info.accept_prob, self.target_accept)
+            eps = torch.exp(da.log_step if it < self.n_burnin - 1 else da.log_step_avg)
+        return SamplerState(chain, da, eps, it + 1, state.n_grad_evals + self.n_leapfrog), info
+
+    def stepper(self, generator: torch.Generator, trace: Trace,
+                keep: Callable[[Position], None]) -> Callable[[SamplerState], SamplerState]:
+        """The step :func:`symlib.inference.loop.run` applies: :meth:`step`, recorded in
+        ``trace``, each kept draw's positions (leading axis ``C``) handed to ``keep``."""
+        def transition(state: SamplerState) -> SamplerState:
+            new, info = self.step(state, generator)
+            trace.record(state, new, info)
+            if self.keeps(state.iteration):
+                keep(new.chain.position)
+            return new
+
+        return transition
+
+
+class Trace:
+    """What a run records of every transition: per iteration and chain ``accept_prob``,
+    ``energy_error``, ``potential`` and the nominal ``step_size`` (before jitter), and the
+    ``phase`` (0 in burn-in, 1 while sampling), in arrays of the whole run's length."""
+
+    def __init__(self, total: int, n_chains: int, n_burnin: int):
+        self.n_burnin = n_burnin
+        self.history = {k: np.zeros((total, n_chains)) for k in HISTORY_KEYS}
+        self.phase = np.zeros(total, dtype=np.int8)
+
+    @classmethod
+    def of(cls, history: dict[str, np.ndarray], phase: np.ndarray, n_burnin: int) -> Trace:
+        """A trace continuing from arrays :attr:`history` and :attr:`phase` (a checkpoint's)."""
+        trace = cls.__new__(cls)
+        trace.n_burnin, trace.history, trace.phase = n_burnin, history, phase
+        return trace
+
+    def record(self, before: SamplerState, after: SamplerState, info: HMCInfo) -> None:
+        """Record the transition from ``before`` to ``after``."""
+        it = before.iteration
+        self.history["accept_prob"][it] = info.accept_prob.cpu().numpy()
+        self.history["energy_error"][it] = info.energy_error.cpu().numpy()
+        self.history["potential"][it] = after.chain.potential.cpu().numpy()
+        self.history["step_size"][it] = before.step_size.numpy()
+        self.phase[it] = 0 if it < self.n_burnin else 1
+
+    def until(self, n: int) -> dict[str, np.ndarray]:
+        """The history of the first ``n`` transitions, ``phase`` included."""
+        return {k: v[:n] for k, v in self.history.items()} | {"phase": self.phase[:n]}
+
+    def accept_rate(self, n: int) -> Tensor:
+        """Per-chain mean acceptance probability over the sampling transitions among the first
+        ``n`` (NaN before any)."""
+        sampling = self.phase[:n] == 1
+        n_chains = self.history["accept_prob"].shape[1]
+        return torch.as_tensor(self.history["accept_prob"][:n][sampling].mean(0) if sampling.any()
+                               else np.full(n_chains, math.nan))
+
+
+def progress_bar(total: int, done: int, trace: Trace, *, desc: str, enabled: bool):
+    """A ``tqdm`` bar over a run's transitions and the ``on_step`` of
+    :func:`symlib.inference.loop.run` that moves it (with the acceptance and step size)."""
+    bar = tqdm(total=total, initial=done, desc=desc, disable=not enabled, mininterval=2.0)
+
+    def on_step(state: SamplerState) -> None:
+        bar.update(1)
+        it = state.iteration - 1
+        if enabled and (it % 10 == 0 or state.iteration == total):
+            bar.set_postfix(accept=f"{trace.history['accept_prob'][it].mean():.2f}",
+                            eps=f"{state.step_size.mean().item():.2e}")
+
+    return bar, on_step
+
+
+def _iteration(state: SamplerState) -> int:
+    return state.iteration
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -340,6 +524,10 @@ def sample(
     force_precision: ForcePrecision | str = ForcePrecision.FP32,
 ) -> HMCResult:
     """Run every chain for ``n_burnin + n_samples * thin`` transitions; keep every ``thin``-th after burn-in.
+
+    The transitions are :class:`Sampler`'s, applied by :func:`symlib.inference.loop.run` (the
+    loop :func:`symlib.inference.hmc_resumable.sample_resumable` runs in pieces), without
+    checkpoints.
 
     Args:
         potential_fn: ``U`` of a position dict with leading chain axis ``C``; returns ``(C,)``.
@@ -366,55 +554,32 @@ def sample(
 
     Returns:
         :class:`HMCResult`.
+
+    Raises:
+        ValueError: ``jitter`` outside ``[0, 1)`` or ``thin`` below 1.
     """
-    if not 0.0 <= jitter < 1.0:
-        raise ValueError(f"jitter must be in [0, 1), got {jitter}")
-    precision = ForcePrecision(force_precision)
+    sampler = Sampler(potential_fn, n_burnin, n_samples, n_leapfrog, thin, target_accept, adapt, jitter,
+                      ForcePrecision(force_precision))
     first = next(iter(init_position.values()))
     n_chains, device = first.shape[0], first.device
-    eps = torch.as_tensor(step_size, dtype=torch.float64).expand(n_chains).clone()
     if store is None:
         shapes = {k: tuple(v.shape[1:]) for k, v in init_position.items()}
         store = SampleStore(shapes, n_samples * n_chains, dtype=first.dtype,
                             max_memory_bytes=max_memory_bytes, directory=store_dir)
-    da = dual_averaging_init(eps)
     start = time.perf_counter()
-    state = init(init_position, potential_fn, precision)
-    n_grad = 1
-    total = n_burnin + n_samples * thin
-    hist = {k: np.zeros((total, n_chains)) for k in ("accept_prob", "energy_error", "potential", "step_size")}
-    phase = np.zeros(total, dtype=np.int8)
-    bar = tqdm(range(total), desc=desc, disable=not progress, mininterval=2.0)
-    for it in bar:
-        burning = it < n_burnin
-        step = eps
-        if jitter:  # drawn only when asked for, so jitter=0 leaves the random stream as it was
-            u = torch.rand(n_chains, generator=generator, dtype=torch.float64, device=generator.device).cpu()
-            step = eps * (1.0 + jitter * (2.0 * u - 1.0))
-        state, info = hmc_step(state, potential_fn, step.to(device, first.dtype), n_leapfrog, generator,
-                               precision)
-        n_grad += n_leapfrog
-        hist["accept_prob"][it] = info.accept_prob.cpu().numpy()
-        hist["energy_error"][it] = info.energy_error.cpu().numpy()
-        hist["potential"][it] = state.potential.cpu().numpy()
-        hist["step_size"][it] = eps.numpy()
-        phase[it] = 0 if burning else 1
-        if burning and adapt:
-            da = dual_averaging_update(da, info.accept_prob, target_accept)
-            eps = torch.exp(da.log_step if it < n_burnin - 1 else da.log_step_avg)
-        if not burning and (it - n_burnin) % thin == thin - 1:
-            store.append(state.position, chains=np.arange(n_chains))
-        if it % 10 == 0 or it == total - 1:
-            bar.set_postfix(accept=f"{info.accept_prob.mean().item():.2f}", eps=f"{eps.mean().item():.2e}")
+    state = sampler.init(init_position, step_size)
+    total, chains = sampler.total, np.arange(n_chains)
+    trace = Trace(total, n_chains, n_burnin)
+    bar, on_step = progress_bar(total, 0, trace, desc=desc, enabled=progress)
+    state = loop.run(state, sampler.stepper(generator, trace, lambda q: store.append(q, chains=chains)),
+                     done=_iteration, total=total, on_step=on_step).state
+    bar.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     wall = time.perf_counter() - start
-    sampling = phase == 1
-    accept_rate = torch.as_tensor(hist["accept_prob"][sampling].mean(0) if sampling.any()
-                                  else np.full(n_chains, np.nan))
-    hist["phase"] = phase
-    return HMCResult(store, eps, accept_rate, hist, n_grad, wall, n_chains * n_grad / max(wall, 1e-9),
-                     precision.value)
+    n_grad = state.n_grad_evals
+    return HMCResult(store, state.step_size, trace.accept_rate(total), trace.until(total), n_grad, wall,
+                     n_chains * n_grad / max(wall, 1e-9), sampler.precision.value)
 
 
 # --------------------------------------------------------------------------- sample storage

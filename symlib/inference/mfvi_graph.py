@@ -21,9 +21,11 @@ where the eager one does and takes the same steps. ``mode="replay"`` runs that s
 eagerly, step by step (the CPU's path, and the test of the step function against
 :func:`~symlib.inference.mfvi.fit`); ``mode="eager"`` is :func:`~symlib.inference.mfvi.fit` itself.
 
-Checkpoints (:func:`fit_resumable`): the whole state is written at most every few minutes and a
-time budget stops a piece cleanly, so chapter 1's 200,000 steps go in pieces across short GPU
-allocations and resume to the numbers of an uninterrupted fit.
+Checkpoints (:func:`fit_resumable`): the fit's steps run in :func:`symlib.inference.loop.run`,
+the loop HMC's pieces run in, so the whole state is written at most every few minutes and a time
+budget (an argument) stops a piece cleanly; chapter 1's 200,000 steps go in pieces across short
+GPU allocations and resume to the numbers of an uninterrupted fit. The state is
+:class:`CapturedFit` itself: the tensors a recorded graph writes in place, stepped in place.
 
 Public: :func:`fit_captured`, :func:`fit_resumable`, :class:`ResumableFit`, :class:`CapturedFit`,
 :data:`MODES`.
@@ -31,7 +33,6 @@ Public: :func:`fit_captured`, :func:`fit_resumable`, :class:`ResumableFit`, :cla
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,7 +41,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from symlib.inference import hmc_resumable, mfvi
+from symlib.inference import loop, mfvi
+from symlib.inference.loop import BudgetExhausted
 
 MODES = ("auto", "graph", "replay", "eager")
 """``auto``: ``graph`` on CUDA, ``eager`` elsewhere; ``graph``: one CUDA graph per step;
@@ -107,11 +109,11 @@ class ResumableFit(NamedTuple):
     """How many calls the fit took so far (1: never resumed)."""
 
     def require_complete(self) -> ResumableFit:
-        """Itself if complete; else raise :class:`~symlib.inference.hmc_resumable.BudgetExhausted`
+        """Itself if complete; else raise :class:`~symlib.inference.loop.BudgetExhausted`
         (a stage must cache no partial fit)."""
         if not self.complete:
-            raise hmc_resumable.BudgetExhausted(f"VI fit stopped at its time budget after {self.steps} steps; "
-                                                "run again to continue from its checkpoint")
+            raise BudgetExhausted(f"VI fit stopped at its time budget after {self.steps} steps; "
+                                  "run again to continue from its checkpoint")
         return self
 
 
@@ -121,9 +123,9 @@ def fit_resumable(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor,
     """:func:`fit_captured` in resumable pieces, as :func:`symlib.inference.hmc_resumable.sample_resumable`
     for HMC: the whole state (parameters, Adam's moments and counts, the generator, the records
     and their running sums) is written to ``checkpoint`` atomically at most every ``every_s``
-    seconds; ``budget_s`` (default ``$SYMLIB_BUDGET_S``) stops the piece after that many seconds,
-    leaving its checkpoint; a later call with the same arguments continues from it and gives the
-    numbers of an uninterrupted fit. A checkpoint of other settings is refused by name.
+    seconds; ``budget_s`` (None: no limit; a stage passes what is left of its run's time) stops
+    the piece after that many seconds, leaving its checkpoint; a later call with the same
+    arguments continues from it and gives the numbers of an uninterrupted fit. A checkpoint of other settings is refused by name.
 
     Args:
         checkpoint: the checkpoint file; if it exists the fit continues from it.
@@ -135,7 +137,6 @@ def fit_resumable(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor,
         raise ValueError(f"fit_resumable: mode must be one of {', '.join(MODES)}; got {mode!r}")
     device = q.mean["W1"].device
     graph = mode == "graph" or (mode == "auto" and device.type == "cuda")
-    budget_s = hmc_resumable.remaining_budget() if budget_s is None else budget_s
     fit = CapturedFit(model, q, x, y, graph=graph, **kwargs)
     path = Path(checkpoint)
     if path.is_file():
@@ -247,31 +248,29 @@ class CapturedFit:
         state there at most every ``every_s`` seconds and stop after ``budget_s`` seconds
         (:func:`fit_resumable`). Returns the fit so far."""
         end = self.n_steps if n is None else self.done + n
-        start = last_save = time.perf_counter()
         bar = tqdm(total=end - self.done, desc=self.desc, disable=not self.progress, mininterval=1.0)
-        self.stopped = False
-        while self.done < end:
-            if self.graph is not None:
-                self.graph.replay()
-            else:
-                self.optimiser.zero_grad(set_to_none=True)
-                self._step()
-            self._after_step()
-            bar.update()
-            if checkpoint is None or self.done >= end:
-                continue
-            now = time.perf_counter()
-            over = budget_s is not None and now - start >= budget_s
-            if over or now - last_save >= every_s:
-                self.save(checkpoint, self.wall_s + now - start)
-                last_save = time.perf_counter()
-                if over:
-                    self.stopped = True
-                    break
+        save = None if checkpoint is None else lambda fit, seconds: fit.save(checkpoint, fit.wall_s + seconds)
+        piece = loop.run(self, CapturedFit._advance, done=CapturedFit._done, total=end, save=save,
+                         every_s=every_s, budget_s=budget_s, on_step=lambda _: bar.update())
+        self.stopped = piece.stopped
         bar.close()
         _sync(self.counter.device)
-        self.wall_s += time.perf_counter() - start
+        self.wall_s += piece.seconds
         return self.result()
+
+    def _advance(self) -> CapturedFit:
+        """One step (the recorded graph's replay, or the step run eagerly), recorded; the fit,
+        stepped in place, is :func:`symlib.inference.loop.run`'s state."""
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self.optimiser.zero_grad(set_to_none=True)
+            self._step()
+        self._after_step()
+        return self
+
+    def _done(self) -> int:
+        return self.done
 
     def _after_step(self) -> None:
         step, self.done = self.done, self.done + 1
@@ -308,16 +307,12 @@ class CapturedFit:
                    "sums": {k: v.cpu().clone() for k, v in self.sums.items()}, "n_summed": self.n_summed,
                    "counter": self.counter.cpu().clone(), "generator": self.generator.get_state(),
                    "records": self.records, "wall_s": wall_s, "pieces": self.pieces}
-        hmc_resumable._write(Path(path), payload)
+        loop.write_checkpoint(path, payload)
 
     def load(self, path: Path) -> None:
         """Continue from a checkpoint :meth:`save` wrote with the same settings (the tensors the
         graph recorded are overwritten in place)."""
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        if saved.get("format") != CHECKPOINT_FORMAT or saved.get("settings") != self.settings:
-            diff = sorted(k for k in self.settings if (saved.get("settings") or {}).get(k) != self.settings[k])
-            raise ValueError(f"checkpoint {path} was written by a fit with other settings ({', '.join(diff) or 'format'});"
-                             " resume with the same arguments, or move the checkpoint away to start afresh")
+        saved = loop.read_checkpoint(path, format=CHECKPOINT_FORMAT, settings=self.settings, what="fit")
         with torch.no_grad():
             for p, v in zip(self.leaves, saved["leaves"], strict=True):
                 p.copy_(v)

@@ -548,13 +548,13 @@ def test_a_full_disk_names_the_file_and_the_space_and_loses_nothing(tmp_path, mo
     """Before: "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos" from the
     checkpoint writer, naming neither the file nor the lack of space."""
     from symlib import files
-    from symlib.inference import hmc_resumable
+    from symlib.inference import loop
 
     target = tmp_path / "checkpoint.pt"
     target.write_bytes(b"previous")
     monkeypatch.setattr(files.os, "fdopen", lambda fd, mode: _FullFile(fd))
     with pytest.raises(files.DiskFullError, match=r"no space left to write .*checkpoint\.pt: it needs [\d,]+ bytes"):
-        hmc_resumable._write(target, {"x": torch.zeros(10)})
+        loop.write_checkpoint(target, {"x": torch.zeros(10)})
     assert target.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
     with pytest.raises(files.DiskFullError, match="it needs 1,000,000,000,000,000,000 bytes, [0-9,]+ are free"):
         files.require_free(tmp_path, 10**18, what="a stage's results")

@@ -763,8 +763,9 @@ def test_compute_runs_the_stages_without_a_notebook_and_logs_each_piece(sandbox,
     ``CHAPTER.compute`` would compute, same keys), one pieces entry per execution, exit 75 for a
     chapter stopped at its budget; ``$SYMLIB_PIECE_START`` marks each piece's start."""
     from symlib.book import cache, pieces
+    from symlib.book.runtime import PIECE_START_ENV
     from symlib.chapters.ortho_skip import CHAPTER
-    from symlib.inference.hmc_resumable import PIECE_START_ENV, BudgetExhausted
+    from symlib.inference.loop import BudgetExhausted
 
     before = time.time()
     pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "01_ortho_skip"])

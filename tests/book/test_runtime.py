@@ -89,3 +89,56 @@ def test_a_gpu_run_can_be_rerendered_from_its_cache_without_a_gpu(monkeypatch):
         runtime.resolve_device("cuda")
     monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")
     assert runtime.resolve_device("cuda") == torch.device("cuda")  # a cache key and a label, nothing runs
+
+
+def test_the_budget_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(runtime.BUDGET_ENV, raising=False)
+    assert runtime.budget_from_env() is None and runtime.piece_deadline() is None
+    monkeypatch.setenv(runtime.BUDGET_ENV, "90")
+    assert runtime.budget_from_env() == 90.0
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv(runtime.BUDGET_ENV, bad)
+        with pytest.raises(ValueError, match=runtime.BUDGET_ENV):
+            runtime.budget_from_env()
+
+
+def test_the_deadline_counts_from_the_piece_start(monkeypatch):
+    """``$SYMLIB_BUDGET_S`` seconds from ``$SYMLIB_PIECE_START`` (from now when unset), so that a
+    stage starting late in a piece gets only what is left of it."""
+    import time
+
+    monkeypatch.setenv(runtime.BUDGET_ENV, "90")
+    monkeypatch.delenv(runtime.PIECE_START_ENV, raising=False)
+    before = time.time()
+    assert before + 90 <= runtime.piece_deadline() <= time.time() + 90
+    monkeypatch.setenv(runtime.PIECE_START_ENV, "1000.5")
+    assert runtime.piece_deadline() == 1090.5
+    monkeypatch.setenv(runtime.PIECE_START_ENV, "yesterday")
+    with pytest.raises(ValueError, match=runtime.PIECE_START_ENV):
+        runtime.piece_deadline()
+
+
+def test_start_hands_the_deadline_to_every_stage(monkeypatch, tmp_path):
+    """The run layer reads the budget once; the chapter's stages get it as ``ctx.deadline``."""
+    from dataclasses import dataclass
+
+    from symlib.book.chapter import Chapter, Stage
+
+    @dataclass(frozen=True)
+    class P:
+        a: int = 1
+
+    seen = []
+    chapter = Chapter(name="99_deadline", paper="none", profiles={"smoke": P()}, claims=lambda r: [], stages=(
+        Stage("s", lambda ctx: seen.append(ctx.deadline) or 1, fields=("a",), cache=False),
+        Stage("fan", lambda ctx, item: seen.append((item, ctx.deadline)) or item, fields=("a",), cache=False,
+              items=lambda config: [1, 2])))
+    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path))
+    monkeypatch.setenv(runtime.BUDGET_ENV, "30")
+    monkeypatch.setenv(runtime.PIECE_START_ENV, "2000.0")
+    run = runtime.start(chapter.name, chapter.profiles, profile="smoke", seed=0, device="cpu")
+    assert run.deadline == 2030.0
+    chapter.compute(run)
+    monkeypatch.delenv(runtime.BUDGET_ENV)
+    chapter.compute(runtime.start(chapter.name, chapter.profiles, profile="smoke", seed=0, device="cpu"))
+    assert seen == [2030.0, (1, 2030.0), (2, 2030.0), None, (1, None), (2, None)]

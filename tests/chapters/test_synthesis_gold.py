@@ -91,11 +91,10 @@ def test_stopped_after_every_transition_and_continued_it_is_the_uninterrupted_ru
     b = load_benchmark("digits", CONFIG, "cpu")
     whole = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu")
     ckpt, pieces = tmp_path / "gold.pt", 0
-    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
-    while True:
+    while True:   # a deadline long past: one transition per piece
         pieces += 1
         try:
-            split = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu", checkpoint=ckpt)
+            split = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu", checkpoint=ckpt, deadline=0.0)
             break
         except BudgetExhausted as err:
             assert ckpt.is_file() and "chapter 6's gold standard (digits)" in str(err)
@@ -116,12 +115,10 @@ def test_the_stage_continues_a_gold_standard_stopped_at_its_budget(sandbox, monk
 
     config = get_profile("06_synthesis", "smoke")
     alone = CHAPTER.stage("gold")
-    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
-    with pytest.raises(BudgetExhausted):
-        stages._gold_item(_context(alone, config), "sinc")
+    with pytest.raises(BudgetExhausted):   # a deadline long past
+        stages._gold_item(_context(alone, config, deadline=0.0), "sinc")
     left = sorted((cache.cache_dir() / "checkpoints").glob("06_synthesis-gold-sinc-*.pt"))
     assert len(left) == 1 and left[0] == stages.gold_checkpoint(_context(alone, config), "sinc")
-    monkeypatch.delenv("SYMLIB_BUDGET_S")
     continued = stages._gold_item(_context(alone, config), "sinc")
     assert not left[0].exists(), "a finished item's checkpoint is spent"
     assert continued["pieces"] == 2
@@ -176,10 +173,10 @@ def _untimed(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in ("time (s)", "peak GPU (MB)")}
 
 
-def _context(stage, config, seed=0):
+def _context(stage, config, seed=0, deadline=None):
     from symlib.book.chapter import StageContext
 
-    return StageContext("06_synthesis", stage, stage.view(config), "cpu", {}, seed)
+    return StageContext("06_synthesis", stage, stage.view(config), "cpu", {}, seed, deadline)
 
 
 def test_the_progress_of_a_stopped_gold_standard_is_read_from_its_checkpoint(tmp_path, monkeypatch):
@@ -189,12 +186,11 @@ def test_the_progress_of_a_stopped_gold_standard_is_read_from_its_checkpoint(tmp
 
     b = load_benchmark("digits", CONFIG, "cpu")
     ckpt = tmp_path / "06_synthesis-gold-digits-0123456789abcdef.pt"
-    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
     draws = 6
     done = CONFIG.hmc_burnin + draws * CONFIG.hmc_thin
     for _ in range(done):   # one transition per piece
         with pytest.raises(BudgetExhausted):
-            G.gold_standard(b, CONFIG, torch.Generator().manual_seed(2), "cpu", checkpoint=ckpt)
+            G.gold_standard(b, CONFIG, torch.Generator().manual_seed(2), "cpu", checkpoint=ckpt, deadline=0.0)
     got = checkpoint_progress(ckpt)
     assert (got["run"], got["chains"], got["transitions"], got["draws_per_chain"]) == \
         ("gold digits", CONFIG.hmc_chains, done, draws)

@@ -11,7 +11,7 @@ import torch
 from killing import kill_after_checkpoint
 
 from symlib.inference import hmc
-from symlib.inference.hmc_resumable import BUDGET_ENV, budget_from_env, sample_resumable
+from symlib.inference.hmc_resumable import sample_resumable
 from symlib.nn.mlp import MLPSpec, init_mlp
 
 SPEC = MLPSpec((4, 3, 2))
@@ -89,7 +89,7 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     path = tmp_path / "ck.pt"
     returncode = kill_after_checkpoint(
         __file__, f"t._run({str(path)!r}, n_samples=40, every_s=0)",
-        "symlib.inference.hmc_resumable:_transition", path, linger_s=0.6)
+        "symlib.inference.hmc:hmc_step", path, linger_s=0.6)
     assert returncode == -signal.SIGKILL          # killed, not finished
     partial = torch.load(path, weights_only=False)["it"]
     assert 0 < partial < 6 + 40 * 2
@@ -111,32 +111,24 @@ def test_an_oversized_checkpoint_is_refused_and_summaries_keep_it_small(tmp_path
     assert res.complete and res.kept.shape == (5, 3)
 
 
-def test_the_budget_comes_from_the_environment(monkeypatch):
-    monkeypatch.delenv(BUDGET_ENV, raising=False)
-    assert budget_from_env() is None
-    monkeypatch.setenv(BUDGET_ENV, "90")
-    assert budget_from_env() == 90.0
-    monkeypatch.setenv(BUDGET_ENV, "soon")
-    with pytest.raises(ValueError, match=BUDGET_ENV):
-        budget_from_env()
+def test_no_budget_runs_to_the_end_whatever_the_environment_says(monkeypatch, tmp_path):
+    """The budget is an argument: ``$SYMLIB_BUDGET_S`` is the run layer's to read
+    (``tests/book/test_runtime.py``), not the sampler's."""
+    monkeypatch.setenv("SYMLIB_BUDGET_S", "1e-9")
+    res = _run(tmp_path / "ck.pt")
+    assert res.complete and res.pieces == 1
 
 
-def test_a_stage_late_in_a_piece_gets_what_is_left_of_its_budget(monkeypatch, tmp_path):
+def test_a_run_started_after_its_deadline_takes_one_transition_and_stops(tmp_path):
     import time
 
-    from symlib.inference.hmc_resumable import PIECE_START_ENV, remaining_budget
+    from symlib.inference.loop import seconds_left
 
-    monkeypatch.setenv(BUDGET_ENV, "90")
-    monkeypatch.delenv(PIECE_START_ENV, raising=False)
-    assert remaining_budget() == 90.0                        # no piece start: the whole budget
-    monkeypatch.setenv(PIECE_START_ENV, repr(time.time() - 60))
-    assert 29.0 < remaining_budget() <= 30.0
-    monkeypatch.setenv(PIECE_START_ENV, repr(time.time() - 120))
-    assert 0 < remaining_budget() < 1e-6                     # past it: stop at once, checkpoint written
-    res = _run(tmp_path / "late.pt")
+    assert seconds_left(None) is None
+    assert 29.0 < seconds_left(time.time() + 30) <= 30.0
+    assert 0 < seconds_left(time.time() - 60) < 1e-6          # past it: stop at once, checkpoint written
+    res = _run(tmp_path / "late.pt", budget_s=seconds_left(time.time() - 60))
     assert not res.complete and res.transitions == 1 and (tmp_path / "late.pt").is_file()
-    monkeypatch.delenv(BUDGET_ENV)
-    assert remaining_budget() is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

@@ -30,9 +30,9 @@ initial means on purpose. Moving onto named streams is issue 27, step 5.
 Pieces: the VI fit of every sinc run goes through
 :func:`symlib.inference.mfvi_graph.fit_resumable` (on a GPU each step one CUDA graph; on the CPU
 the same steps as :func:`symlib.inference.mfvi.fit`, bit for bit), checkpointed under
-``<cache>/checkpoints/`` (:func:`checkpoint_path`): at ``$SYMLIB_BUDGET_S`` a fit stops with its
-checkpoint written and the stage raises
-:class:`~symlib.inference.hmc_resumable.BudgetExhausted`; the next run continues it, so the
+``<cache>/checkpoints/`` (:func:`checkpoint_path`): at the run's deadline (``ctx.deadline``, from
+``$SYMLIB_BUDGET_S``) a fit stops with its checkpoint written and the stage raises
+:class:`~symlib.inference.loop.BudgetExhausted`; the next run continues it, so the
 `paper` profile's 200,000 steps go in pieces across short GPU allocations.
 
 Threads: one torch intra-op thread on the CPU while a stage computes (restored afterwards).
@@ -61,6 +61,7 @@ from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.ortho_skip import gap as gap_lib
 from symlib.inference import mfvi, mfvi_graph
+from symlib.inference.loop import seconds_left
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices
 
@@ -144,7 +145,7 @@ def main_stage(ctx) -> dict:
     threads = _threads(device)
     path = checkpoint_path(ctx, "main")
     with torch_threads(threads):
-        out = compute(ctx.config, ctx.seed, device, threads, checkpoint=path)
+        out = compute(ctx.config, ctx.seed, device, threads, checkpoint=path, deadline=ctx.deadline)
     path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
     return out
 
@@ -168,20 +169,21 @@ def robustness_setting(ctx, item: tuple[str, object]) -> dict:
     device = torch.device(ctx.device)
     path = checkpoint_path(ctx, f"{field}={value}")
     with torch_threads(_threads(device)):
-        sinc = sinc_experiment(ctx.config.replace(**{field: value}), ctx.seed, device, checkpoint=path)
+        sinc = sinc_experiment(ctx.config.replace(**{field: value}), ctx.seed, device, checkpoint=path,
+                               deadline=ctx.deadline)
     path.unlink(missing_ok=True)
     return {k: sinc[k] for k in ("metrics", "reference", "history")}
 
 
 def compute(profile, seed: int, device: torch.device, threads: int | None = 1, *,
-            checkpoint: str | Path | None = None) -> dict:
+            checkpoint: str | Path | None = None, deadline: float | None = None) -> dict:
     """Both experiments, independent of each other, through :func:`symlib.book.parallel.fan_out`
     (side by side when ``$SYMLIB_JOBS`` allows; each derives its own random streams);
-    ``checkpoint``: the sinc fit's (:func:`sinc_experiment`)."""
+    ``checkpoint`` and ``deadline``: the sinc fit's (:func:`sinc_experiment`)."""
     start = time.perf_counter()
     out = {"seed": seed, "device": str(device)}
-    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device), checkpoint),
-                                                   (profile, seed, "gap", "cpu", None)], threads=threads)
+    (fit, _), (gap, gap_s) = fan_out(_experiment, [(profile, seed, "sinc", str(device), checkpoint, deadline),
+                                                   (profile, seed, "gap", "cpu", None, None)], threads=threads)
     out.update(fit)
     out["gap"] = gap
     out["timing"]["gap_s"] = gap_s
@@ -189,23 +191,25 @@ def compute(profile, seed: int, device: torch.device, threads: int | None = 1, *
     return out
 
 
-def _experiment(profile, seed: int, which: str, device: str, checkpoint=None) -> tuple[dict, float]:
+def _experiment(profile, seed: int, which: str, device: str, checkpoint=None, deadline=None) -> tuple[dict, float]:
     """One of the two experiments (one task) and its wall time in seconds."""
     t0 = time.perf_counter()
     if which == "sinc":
-        result = sinc_experiment(profile, seed, torch.device(device), checkpoint=checkpoint)
+        result = sinc_experiment(profile, seed, torch.device(device), checkpoint=checkpoint, deadline=deadline)
     else:
         result = gap_experiment(profile, seed)
     return result, time.perf_counter() - t0
 
 
-def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str | Path | None = None) -> dict:
+def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str | Path | None = None,
+                    deadline: float | None = None) -> dict:
     """The four :data:`VARIANTS` fitted to the sinc data side by side, and their metrics.
 
     The fit is :func:`symlib.inference.mfvi_graph.fit_resumable`'s: ``checkpoint`` is its file
     (an existing one is continued; None: a temporary file, so the fit cannot be continued). At
-    ``$SYMLIB_BUDGET_S`` it stops with its checkpoint written and
-    :class:`~symlib.inference.hmc_resumable.BudgetExhausted` is raised.
+    ``deadline`` (seconds since the epoch: the stage's
+    :attr:`~symlib.book.chapter.StageContext.deadline`; None: no limit) it stops with its
+    checkpoint written and :class:`~symlib.inference.loop.BudgetExhausted` is raised.
 
     Returns:
         ``metrics`` (one row per variant), ``reference`` (the true function's train RMSE and test
@@ -238,6 +242,7 @@ def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str
         "generator": legacy_generator(seed, "fit", device), "noise_sd": profile.noise_sd,
         "learn_noise": profile.learn_noise, "anneal_fraction": profile.anneal_fraction,
         "record_every": profile.record_every, "desc": "chapter 1: VI, 4 variants",
+        "budget_s": seconds_left(deadline),
         # the plateau precondition reads this curve: one 16-sample estimate per record had lone
         # spikes at twice the typical ELBO, the mean of the estimates between records has not
         "average_records": True,

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from symlib.book import cache
 from symlib.chapters.posterior_mmd.networks import _loss, first_learned, sgd_config, test_accuracies
 from symlib.inference import posteriors as post
-from symlib.inference.hmc_resumable import BudgetExhausted
+from symlib.inference.loop import BudgetExhausted
 from symlib.nn.convnets import init_optunet, optunet_forward
 from symlib.nn.training import SGDConfig
 
@@ -65,7 +65,7 @@ def posterior_samples(config, data: dict, nets: dict, seed: int, *,
     (atomically), and a call that finds the file skips the methods it holds, so that a continued
     run gives the numbers of an uninterrupted one bit for bit. With ``budget_s`` as well, it stops
     once that many seconds have passed, after the method then running, raising
-    :class:`~symlib.inference.hmc_resumable.BudgetExhausted` (a method itself cannot stop: in a
+    :class:`~symlib.inference.loop.BudgetExhausted` (a method itself cannot stop: in a
     run in pieces each must fit one piece).
     """
     began = time.monotonic()

@@ -52,7 +52,7 @@ from symlib.chapters.posterior_mmd.networks import (
 )
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
 from symlib.chapters.symmetry_removal.reference import mnist_source
-from symlib.inference.hmc_resumable import remaining_budget
+from symlib.inference.loop import seconds_left
 
 __all__ = ["CACHE_VERSION", "STAGES", "STAGE_CODE", "samples_checkpoint"]
 
@@ -121,14 +121,14 @@ def samples_checkpoint(ctx: StageContext) -> Path:
 
 
 def samples(ctx: StageContext) -> dict:
-    """The weight samples of every row of Table 1. In a run in pieces (``$SYMLIB_BUDGET_S``) it
+    """The weight samples of every row of Table 1. In a run in pieces (``ctx.deadline``) it
     stops after the method running when the piece's budget is spent, its checkpoint written, and
     the next piece continues with the next method (the numbers of an uninterrupted run)."""
     path = samples_checkpoint(ctx)
     with torch_threads(ctx.config.threads):
         data = load_data(ctx.config, ood=False)
         out = posterior_samples(ctx.config, data, ctx.inputs["train"], ctx.seed, device=ctx.device,
-                                checkpoint=path, budget_s=remaining_budget())
+                                checkpoint=path, budget_s=seconds_left(ctx.deadline))
     path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
     return out
 

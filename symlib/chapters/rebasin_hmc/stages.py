@@ -177,7 +177,7 @@ def _bayes_in_pieces(ctx, config, variant: str | None) -> dict:
     path = checkpoint_path(ctx, variant)
     result = bayes_experiment(config, _bayes_generators(ctx), ensemble_fit=ctx.inputs["ensemble"],
                               vi_fit=ctx.inputs["vi"], device=ctx.device, checkpoint=path,
-                              checkpoint_max_bytes=CHECKPOINT_MAX_BYTES)
+                              checkpoint_max_bytes=CHECKPOINT_MAX_BYTES, deadline=ctx.deadline)
     path.unlink(missing_ok=True)   # the stage's result is what is cached; its checkpoint is spent
     return result
 

@@ -23,7 +23,7 @@ import torch
 from symlib import metrics
 from symlib.chapters.rebasin_hmc.hmc_summary import HMCSummary
 from symlib.chapters.rebasin_hmc.stages_not import data_source, load_data
-from symlib.inference import compact, ensemble, hmc, hmc_resumable
+from symlib.inference import compact, ensemble, hmc, hmc_resumable, loop
 from symlib.inference.mfvi import BayesMLP, mean_field_from_params
 from symlib.inference.vi_classifier import fit_classifier
 from symlib.metrics.mcmc import summary
@@ -103,7 +103,7 @@ def fit_vi(config, *, init_generator: torch.Generator, noise_generator: torch.Ge
 
 def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensemble_fit: dict, vi_fit: dict, device="cpu",
                      checkpoint: str | os.PathLike | None = None, checkpoint_max_bytes: int = 16 << 20,
-                     progress: bool = True) -> dict:
+                     deadline: float | None = None, progress: bool = True) -> dict:
     """Table 1 and Figure 3 of Xiao et al.: HMC, and every method's comparison with it.
 
     HMC's chains start from independent initialisations, optionally improved by a few Adam MAP
@@ -125,16 +125,19 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
         checkpoint: HMC's checkpoint file (:func:`symlib.inference.hmc_resumable.sample_resumable`:
             the chains' state and :class:`~symlib.chapters.rebasin_hmc.hmc_summary.HMCSummary`'s
             running sums; an existing one is continued). None: a temporary file, so the run
-            cannot be continued. At ``$SYMLIB_BUDGET_S`` the sampling stops with its checkpoint
-            written and :class:`~symlib.inference.hmc_resumable.BudgetExhausted` is raised.
+            cannot be continued.
         checkpoint_max_bytes: refuse a larger checkpoint (``sample_resumable``'s limit).
+        deadline: when the sampling must stop (seconds since the epoch: the stage's
+            :attr:`~symlib.book.chapter.StageContext.deadline`); it then stops with its
+            checkpoint written and :class:`~symlib.inference.loop.BudgetExhausted` is raised.
+            None: no time limit.
         progress: show progress bars.
     """
     if checkpoint is None:
         with tempfile.TemporaryDirectory(prefix="symlib-hmc-") as folder:
             return bayes_experiment(config, generators, ensemble_fit=ensemble_fit, vi_fit=vi_fit, device=device,
                                     checkpoint=Path(folder) / "hmc.pt", checkpoint_max_bytes=checkpoint_max_bytes,
-                                    progress=progress)
+                                    deadline=deadline, progress=progress)
     device = torch.device(device)
     data = load_data(config, device)
     x, y, xt, yt = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
@@ -161,7 +164,7 @@ def bayes_experiment(config, generators: Mapping[str, torch.Generator], *, ensem
         potential, start, checkpoint=checkpoint, n_burnin=config.hmc_burnin, n_samples=config.hmc_samples,
         n_leapfrog=config.hmc_leapfrog, step_size=config.hmc_step_size, jitter=config.hmc_jitter,
         generator=g_hmc, thin=config.hmc_thin, target_accept=config.hmc_target_accept, adapt=config.hmc_adapt,
-        accumulate=summary_, max_checkpoint_bytes=checkpoint_max_bytes,
+        accumulate=summary_, max_checkpoint_bytes=checkpoint_max_bytes, budget_s=loop.seconds_left(deadline),
         progress=progress).require_complete("chapter 5's HMC")
     timings["HMC sampling"] = chain.wall_time_s
 

@@ -166,12 +166,12 @@ def sweep_setting(ctx: StageContext, setting: tuple) -> dict:
             continue
         config = stage.view(ctx.config, ctx.chapter).replace(**{field: value})
         sub = StageContext(chapter=ctx.chapter, stage=stage, config=config, device=ctx.device,
-                           inputs={n: out[n] for n in stage.needs}, run_seed=ctx.run_seed)
+                           inputs={n: out[n] for n in stage.needs}, run_seed=ctx.run_seed, deadline=ctx.deadline)
         if stage.items is None:
             out[stage.name] = stage.compute(sub)
         else:  # a fan-out stage (the OptuNets' chunks): run by the contract, each item cached as in the main run
-            out[stage.name] = _alone(ctx.chapter, stage).run_stages(config, seed=ctx.run_seed,
-                                                                    device=ctx.device)[stage.name]
+            out[stage.name] = _alone(ctx.chapter, stage).run_stages(config, seed=ctx.run_seed, device=ctx.device,
+                                                                    deadline=ctx.deadline)[stage.name]
     return out
 
 

@@ -33,7 +33,7 @@ from torch import Tensor
 
 from symlib import symmetry as sym
 from symlib.chapters.synthesis.benchmarks import Benchmark, potential, reset_peak, thin_index
-from symlib.inference import hmc_resumable
+from symlib.inference import hmc_resumable, loop
 from symlib.metrics.mcmc import summary
 from symlib.nn.mlp import Params, init_mlp, mlp_forward
 
@@ -170,13 +170,16 @@ class GoldRecord:
 
 
 def gold_standard(b: Benchmark, config, g: torch.Generator, device: str, *,
-                  checkpoint: str | Path | None = None) -> dict:
+                  checkpoint: str | Path | None = None, deadline: float | None = None) -> dict:
     """Multi-chain HMC on ``b``: the record of :class:`GoldRecord` and the sampler's statistics.
 
     Args:
         checkpoint: where the chains checkpoint (a run finding one continues from it; see
             :func:`~symlib.inference.hmc_resumable.sample_resumable`); None: a temporary file,
             so the run cannot be resumed.
+        deadline: when the chains must stop (seconds since the epoch: the stage's
+            :attr:`~symlib.book.chapter.StageContext.deadline`), their checkpoint written;
+            None: no time limit.
 
     Returns:
         ``draws`` (the kept draws' weights, float32, CPU), ``index`` (their chain-major indices),
@@ -190,7 +193,7 @@ def gold_standard(b: Benchmark, config, g: torch.Generator, device: str, *,
     """
     if checkpoint is None:
         with tempfile.TemporaryDirectory() as tmp:
-            return gold_standard(b, config, g, device, checkpoint=Path(tmp) / "gold.pt")
+            return gold_standard(b, config, g, device, checkpoint=Path(tmp) / "gold.pt", deadline=deadline)
     chains = [init_mlp(b.spec, g) for _ in range(config.hmc_chains)]
     init = {k: torch.stack([c[k] for c in chains]).to(device) for k in chains[0]}
     record = GoldRecord(b, config)
@@ -199,7 +202,7 @@ def gold_standard(b: Benchmark, config, g: torch.Generator, device: str, *,
         potential(b, b.x, b.y), init, checkpoint=checkpoint, n_burnin=config.hmc_burnin,
         n_samples=config.hmc_samples, n_leapfrog=config.hmc_leapfrog, step_size=1e-2, generator=g,
         thin=config.hmc_thin, accumulate=record, max_checkpoint_bytes=CHECKPOINT_MAX_BYTES,
-        desc=f"gold {b.name}")
+        budget_s=loop.seconds_left(deadline), desc=f"gold {b.name}")
     res.require_complete(f"chapter 6's gold standard ({b.name})")
     return {**record.result(), "wall_s": res.wall_time_s, "peak_mb": peak(),
             "accept_rate": res.accept_rate.mean().item(), "step_size": res.step_size.mean().item(),

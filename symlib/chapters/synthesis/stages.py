@@ -218,7 +218,7 @@ def _gold_item(ctx: StageContext, name: str) -> dict:
     path = gold_checkpoint(ctx, name)
     with torch_threads(ctx.config.threads):
         b = load_benchmark(name, ctx.config, device)
-        out = gold_standard(b, ctx.config, gold_generator(ctx, name), device, checkpoint=path)
+        out = gold_standard(b, ctx.config, gold_generator(ctx, name), device, checkpoint=path, deadline=ctx.deadline)
     record = gold_record(b, out, ctx.config)
     path.unlink(missing_ok=True)   # the item's record is what is cached; its checkpoint is spent
     return record
