@@ -12,17 +12,20 @@ measures the core's matmul rate in the same rounds:
 - ``mfvi.fit``: today's step (what chapter 1 runs on the CPU; ``mfvi_graph.fit_resumable`` replays
   the same steps);
 - ``mfvi_batched.fit`` with ``noise="torch"``: the same noise stream as ``mfvi.fit`` (a fit equal to
-  float32 rounding);
-- ``mfvi_batched.fit`` with ``noise="fast"``: the counter-based generator (same distribution,
-  other numbers).
+  float32 rounding), drawn by ``torch.randn`` and copied into the C routine's blocks;
+- ``mfvi_batched.fit`` with ``noise="fast"``: the counter-based generator inside the C routine
+  (same distribution, other numbers) -- what chapter 1 runs (its ``vi_engine`` ``mfvi_batched_fast``).
 
 Reported per batched contender: the per-round ratio ``mfvi time / batched time`` (median and
-range), and each contender's share of the matmul rate (its own matmul flops per step, counted by
-``FlopCounterMode``, over its time, over the probe's rate). The machine is shared: the load average
+range), and each contender's share of the matmul rate (its own matmul flops per step over its
+time, over the probe's rate). ``FlopCounterMode`` counts torch's matmuls; the C routine's products
+are invisible to it and are counted here from the shapes (:func:`routine_flops`: per model, layer
+``l >= 2`` and row, ``2 N_l N_{l-1}`` flops for each of the means, the variances and their two
+input-gradient and two weight-gradient products, and two more for a skip). The machine is shared: the load average
 is recorded at the start and the end.
 
-Run: ``python benchmarks/bench_orthoskip_step.py [--quick] [--out DIR]``; writes
-``<out>/<date>_orthoskip_step.json`` and ``.md`` (default ``benchmarks/cpu_results``).
+Run: ``python benchmarks/bench_orthoskip_step.py [--quick] [--out DIR] [--tag TAG]``; writes
+``<out>/<date>_orthoskip_step[_TAG].json`` and ``.md`` (default ``benchmarks/cpu_results``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,18 @@ def chapter_problem(profile):
     return model, q0, x, y
 
 
+def routine_flops(model, n_samples: int, n: int) -> float:
+    """Flops of the products :meth:`symlib.inference._mfvi_kernels.CKernels.network` computes per step."""
+    widths, total = model.spec.widths, 0.0
+    for l in range(2, len(widths)):
+        skip = model.skips.get(f"O{l}")
+        with_skip = 0 if skip is None else int((skip != 0).flatten(1).any(1).sum())
+        n_models = model.ordered_biases.numel()
+        per_model = 2.0 * widths[l] * widths[l - 1] * n_samples * n
+        total += per_model * (6 * n_models + 2 * with_skip)
+    return total
+
+
 def run(quick: bool, peers: harness.Peers) -> list[dict]:
     profile = get_profile("01_ortho_skip", "paper")
     model, q0, x, y = chapter_problem(profile)
@@ -88,6 +103,10 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
                   "mfvi_batched (fast noise)": batched("fast")}
     kernels = mfvi_batched.problem(model, x, y, n_models=len(VARIANTS), n_samples=1, lr=1e-3, n_steps=1).kernels.name
     flops = {name: harness.count_flops(lambda fn=fn: fn(1)) for name, fn in contenders.items()}
+    if kernels == "c":      # the routine's products, which FlopCounterMode does not see
+        for name in contenders:
+            if name != "mfvi.fit":
+                flops[name] += routine_flops(model, profile.n_train_samples, profile.n_train)
     probe, probe_flops = harness.matmul_probe(torch.float32)
     times = harness.alternate({**{name: (lambda fn=fn: fn(steps)) for name, fn in contenders.items()},
                                "matmul": probe}, repeats)
@@ -122,13 +141,14 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
 def main(argv=None) -> None:
     parser = harness.parser(__doc__.splitlines()[0])
     parser.set_defaults(out=harness.ROOT / "benchmarks" / "cpu_results")
+    parser.add_argument("--tag", help="suffix of the output files' names (a second run of the same day)")
     args = parser.parse_args(argv)
     harness.single_thread()
     peers = harness.Peers.from_args(args)
     meta = harness.metadata(args.quick, peers)
     meta["note"] = ("shared 2-core machine: other jobs ran during the rounds (see loadavg_start/end); "
                     "ratios are per alternated round, so a slow drift of the load cancels")
-    stem = f"{datetime.date.today().isoformat()}_{NAME}"
+    stem = f"{datetime.date.today().isoformat()}_{NAME}" + (f"_{args.tag}" if args.tag else "")
     rows = run(args.quick, peers)
     json_path, md_path = harness.write(args.out, stem, meta, rows)
     print(md_path.read_text())

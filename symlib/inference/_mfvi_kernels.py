@@ -1,19 +1,31 @@
-"""Fused element-wise passes of :mod:`symlib.inference.mfvi_batched`, in C or in torch.
+"""The C routines of :mod:`symlib.inference.mfvi_batched`, and the torch passes they replace.
 
-Each function here is one pass over a ``(models, samples x points, units)`` activation tensor
-that eager torch would spread over several kernels (and several 4 MB temporaries at chapter 1's
-paper size). Two implementations with one interface:
+Two implementations:
 
-- :class:`TorchKernels`: plain torch ops (any activation, any machine);
-- :class:`CKernels`: the same arithmetic as one C loop per pass (the activation of the next layer
-  fused into the output pass of this one), and a counter-based normal generator
-  (:meth:`CKernels.normal`), compiled once with the local
-  ``g++`` (``-O3 -march=native``; SELU's ``expm1`` by a branch-free polynomial so that the loop
-  vectorises) into a per-user temporary folder and loaded with :mod:`ctypes`. SELU only; other
-  activations fall back to :class:`TorchKernels` pass by pass.
+- :class:`TorchKernels`: the element-wise passes of the layer-by-layer step as plain torch ops (any
+  activation, any machine), each one pass over a ``(models, samples x points, units)`` tensor;
+- :class:`CKernels`: :meth:`CKernels.network`, the whole likelihood and its gradient for SELU MLPs as
+  one C routine, and :meth:`CKernels.normal`, a counter-based standard normal generator. Compiled once
+  with the local ``g++`` (``-O3 -march=native``, GCC vector extensions: 16 floats per vector) into a
+  per-user temporary folder and loaded with :mod:`ctypes`. Other activations use the torch passes.
 
-All tensors are float32 and contiguous; outputs are written in place into the tensors passed.
-The two implementations agree to float32 rounding (``tests/inference/test_mfvi_batched.py``).
+:meth:`CKernels.network` works block by block: one model, one Monte Carlo sample and all ``n``
+points go forward through every layer and back before the next block, so every activation stays in
+the core's caches (a few hundred kB per block instead of 4 MB tensors per layer at chapter 1's paper
+size). Inside a block the activations are stored unit-major (``X[unit][point]``, points padded to a
+multiple of 16) so that each layer's two products -- means ``a W^T`` (plus a skip ``h O^T``) and
+variances ``a^2 W_sigma2^T`` -- are register-tiled broadcast-and-FMA loops over the points, with the
+element-wise work (``sd = sqrt(var + sigma_b^2)``, ``h = mu + b + sd eps``, ``eps / sd``, the next
+layer's SELU) done on the tile while it is in registers; the weight gradients use a transposed copy
+of the layer's input so that they too are broadcast-and-FMA loops. Arithmetic is float32 with
+reordered sums and ``1/sqrt`` from the hardware estimate plus one Newton step, so the results equal
+torch's to float32 rounding, not bit for bit (``tests/inference/test_mfvi_batched.py``).
+
+The noise of a block comes either from tensors drawn by the caller (the same numbers as
+:func:`symlib.inference.mfvi.sample_outputs` draws) or from the counter-based generator: SplitMix64's
+mixing function (Steele, Lea & Flood, 2014) of a counter, turned into normals by Box-Muller with
+polynomial ``log``, ``sin`` and ``cos`` (relative error ~1e-7). It gives standard normals in
+distribution (tested: moments, Kolmogorov-Smirnov), not torch's numbers.
 """
 
 from __future__ import annotations
@@ -39,204 +51,493 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 _SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+/* Feature-major blocks: X[unit][row], rows padded to Rp (a multiple of 16); GCC vector extensions (16 floats). */
 #define SA 1.6732632423543772848170429916717f
 #define SS 1.0507009873554804934193349852946f
 #define R __restrict__
+typedef float vf __attribute__((vector_size(64)));
+#define VL 16
 
-/* expm1(x) for x <= 0, branch-free so the loops vectorise: x = k ln2 + r, |r| <= ln2/2,
-   expm1(x) = 2^k (expm1(r) + 1) - 1 = 2^k expm1(r) + (2^k - 1); expm1(r) by its Taylor
-   polynomial to r^8 (relative error below 1e-7 on |r| <= ln2/2). */
-static inline float expm1_neg(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    float k = __builtin_rintf(x * 1.44269504088896341f);
-    float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    float p = 2.48015873015873016e-05f;
+static inline vf ld(const float* p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void st(float* p, vf v) { memcpy(p, &v, sizeof v); }
+typedef int32_t vi __attribute__((vector_size(64)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+typedef uint64_t vu64 __attribute__((vector_size(64)));
+
+/* 1/sqrt(x), x > 0: the hardware estimate and one Newton step (relative error ~1e-7) */
+static inline vf vrsqrt(vf x) {
+#ifdef __AVX512F__
+    vf y = (vf)_mm512_rsqrt14_ps((__m512)x);
+#else
+    vf y;
+    for (int i = 0; i < VL; ++i) y[i] = 1.0f / sqrtf(x[i]);
+    return y;
+#endif
+    return y * (1.5f - 0.5f * x * y * y);
+}
+
+static inline vf vselect(vi m, vf a, vf b) { return m ? a : b; }
+
+/* expm1(x) for x <= 0, branch-free: x = k ln2 + r, |r| <= ln2/2, expm1(x) = 2^k expm1(r) + (2^k - 1),
+   expm1(r) by its Taylor polynomial to r^8 (relative error below 1e-7) */
+static inline vf vexpm1_neg(vf x) {
+    x = vselect(x < -87.0f, (vf){} - 87.0f, x);
+    vf k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;     /* round to nearest */
+    vf r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    vf p = (vf){} + 2.48015873015873016e-05f;
     p = p * r + 1.98412698412698413e-04f;
     p = p * r + 1.38888888888888889e-03f;
     p = p * r + 8.33333333333333333e-03f;
     p = p * r + 4.16666666666666667e-02f;
     p = p * r + 1.66666666666666667e-01f;
     p = p * r + 0.5f;
-    float em1 = r + r * r * p;
-    union { int32_t i; float f; } s;
-    s.i = ((int32_t)k + 127) << 23;
-    return s.f * em1 + (s.f - 1.0f);
+    vf em1 = r + r * r * p;
+    vf two_k = (vf)((__builtin_convertvector(k, vi) + 127) << 23);
+    return two_k * em1 + (two_k - 1.0f);
 }
 
-extern "C" {
-
-/* a = selu(h), a2 = a^2 */
-void selu_fwd(const float* R h, float* R a, float* R a2, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-        float x = h[i];
-        float xn = x < 0.0f ? x : 0.0f;
-        float v = x > 0.0f ? SS * x : (SS * SA) * expm1_neg(xn);
-        a[i] = v;
-        a2[i] = v * v;
-    }
+static inline vf vselu(vf x) {
+    vf neg = vexpm1_neg(vselect(x < 0.0f, x, (vf){})) * (SS * SA);
+    return vselect(x > 0.0f, x * SS, neg);
 }
 
-/* gh = selu'(h) (tmu + a tvar), written over tmu; selu'(h) = SS for h > 0, a + SS SA otherwise */
-void selu_bwd(const float* R h, const float* R a, float* R tmu, const float* R tvar, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-        float av = a[i];
-        float d = h[i] > 0.0f ? SS : av + SS * SA;
-        tmu[i] = (tmu[i] + av * tvar[i]) * d;
-    }
-}
-
-static inline float selu1(float x) {
-    float xn = x < 0.0f ? x : 0.0f;
-    return x > 0.0f ? SS * x : (SS * SA) * expm1_neg(xn);
-}
-
-/* mu (M,S,n,N) += brow (M,S,N) + sqrt(var + bvar (M,N)) * eps; var <- the sd; if a is not
-   NULL, also a = selu(mu), a2 = a^2 (the next layer's inputs, while the row is in cache) */
-void out_fwd(float* R mu, float* R var, const float* R brow, const float* R bvar, const float* R eps,
-             float* R a, float* R a2, int64_t M, int64_t S, int64_t n, int64_t N) {
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t s = 0; s < S; ++s) {
-            const float* br = brow + (m * S + s) * N;
-            const float* bv = bvar + m * N;
-            int64_t base = (m * S + s) * n * N;
-            for (int64_t i = 0; i < n; ++i) {
-                float* mr = mu + base + i * N;
-                float* vr = var + base + i * N;
-                const float* er = eps + base + i * N;
-                for (int64_t c = 0; c < N; ++c) {
-                    float sd = sqrtf(vr[c] + bv[c]);
-                    vr[c] = sd;
-                    mr[c] += br[c] + sd * er[c];
-                }
-                if (a) {
-                    float* ar = a + base + i * N;
-                    float* a2r = a2 + base + i * N;
-                    for (int64_t c = 0; c < N; ++c) { float v = selu1(mr[c]); ar[c] = v; a2r[c] = v * v; }
-                }
-            }
-        }
-}
-
-/* first layer: out (M,S,n,N) = mu1 (M,n,N) + brow (M,S,N) + sd1 (M,n,N) * eps */
-void first_fwd(float* R out, const float* R mu1, const float* R sd1, const float* R brow, const float* R eps,
-               float* R a, float* R a2, int64_t M, int64_t S, int64_t n, int64_t N) {
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t s = 0; s < S; ++s) {
-            const float* br = brow + (m * S + s) * N;
-            int64_t base = (m * S + s) * n * N;
-            for (int64_t i = 0; i < n; ++i) {
-                const float* mr = mu1 + (m * n + i) * N;
-                const float* sr = sd1 + (m * n + i) * N;
-                const float* er = eps + base + i * N;
-                float* o = out + base + i * N;
-                for (int64_t c = 0; c < N; ++c) o[c] = (mr[c] + br[c]) + sr[c] * er[c];
-                if (a) {
-                    float* ar = a + base + i * N;
-                    float* a2r = a2 + base + i * N;
-                    for (int64_t c = 0; c < N; ++c) { float v = selu1(o[c]); ar[c] = v; a2r[c] = v * v; }
-                }
-            }
-        }
-}
-
-/* gv = g eps / sd (twice dL/dvar); dbrow (M,S,N) = sum_i g; dbvar (M,N) = sum_{s,i} gv / 2 */
-void grad_var(const float* R g, const float* R eps, const float* R sd, float* R gv, float* R dbrow,
-              float* R dbvar, int64_t M, int64_t S, int64_t n, int64_t N) {
-    float accr[N], accv[N];
-    memset(dbvar, 0, sizeof(float) * M * N);
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t s = 0; s < S; ++s) {
-            int64_t base = (m * S + s) * n * N;
-            for (int64_t c = 0; c < N; ++c) { accr[c] = 0.0f; accv[c] = 0.0f; }
-            for (int64_t i = 0; i < n; ++i) {
-                const float* gr = g + base + i * N;
-                const float* er = eps + base + i * N;
-                const float* sr = sd + base + i * N;
-                float* vr = gv + base + i * N;
-                for (int64_t c = 0; c < N; ++c) {
-                    float gg = gr[c];
-                    float v = gg * er[c] / sr[c];
-                    vr[c] = v;
-                    accr[c] += gg;
-                    accv[c] += v;
-                }
-            }
-            float* dr = dbrow + (m * S + s) * N;
-            float* dv = dbvar + m * N;
-            for (int64_t c = 0; c < N; ++c) { dr[c] = accr[c]; dv[c] += 0.5f * accv[c]; }
-        }
-}
-
-/* first layer backward: dmu1 (M,n,N) = sum_s g; dsd1 (M,n,N) = sum_s g eps; dbrow (M,S,N) = sum_i g */
-void first_bwd(const float* R g, const float* R eps, float* R dmu1, float* R dsd1, float* R dbrow,
-               int64_t M, int64_t S, int64_t n, int64_t N) {
-    memset(dmu1, 0, sizeof(float) * M * n * N);
-    memset(dsd1, 0, sizeof(float) * M * n * N);
-    float accr[N];
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t s = 0; s < S; ++s) {
-            int64_t base = (m * S + s) * n * N;
-            for (int64_t c = 0; c < N; ++c) accr[c] = 0.0f;
-            for (int64_t i = 0; i < n; ++i) {
-                const float* gr = g + base + i * N;
-                const float* er = eps + base + i * N;
-                float* dm = dmu1 + (m * n + i) * N;
-                float* ds = dsd1 + (m * n + i) * N;
-                for (int64_t c = 0; c < N; ++c) {
-                    float gg = gr[c];
-                    dm[c] += gg;
-                    ds[c] += gg * er[c];
-                    accr[c] += gg;
-                }
-            }
-            float* dr = dbrow + (m * S + s) * N;
-            for (int64_t c = 0; c < N; ++c) dr[c] = accr[c];
-        }
-}
-
-/* Standard normals from SplitMix64 (Steele, Lea & Flood, 2014) in counter mode, by Box-Muller:
-   pair i uses z = mix(key + (i + 1) * golden), u1 = (top 24 bits + 1) / 2^24 in (0, 1],
-   u2 = (bits 8..31) / 2^24 in [0, 1); out[i] = r cos(2 pi u2), out[half + i] = r sin(2 pi u2),
-   r = sqrt(-2 log u1). log and sincos by polynomials (relative error ~1e-7), branch-free. */
-static inline float log_pos(float u) {
-    union { float f; int32_t i; } b; b.f = u;
-    int32_t e = ((b.i >> 23) & 0xff) - 127;
-    b.i = (b.i & 0x7fffff) | 0x3f800000;                 /* m in [1, 2) */
-    float m = b.f;
-    int big = m > 1.41421356f;
-    m = big ? 0.5f * m : m;
-    float ef = (float)(e + big);
-    float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-    float p = 1.0f + t2 * (0.333333333f + t2 * (0.2f + t2 * (0.142857143f + t2 * 0.111111111f)));
+/* log(u), u > 0 normal: u = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1)/(m + 1)) by its series
+   to t^9 (relative error ~1e-7) */
+static inline vf vlog(vf u) {
+    vi b = (vi)u;
+    vi e = ((b >> 23) & 0xff) - 127;
+    vf m = (vf)((b & 0x7fffff) | 0x3f800000);
+    vi big = m > 1.41421356f;
+    m = vselect(big, 0.5f * m, m);
+    vf ef = __builtin_convertvector(e - big, vf);   /* big is -1 where true */
+    vf t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+    vf p = 1.0f + t2 * (0.333333333f + t2 * (0.2f + t2 * (0.142857143f + t2 * 0.111111111f)));
     return ef * 0.693147180559945f + 2.0f * t * p;
 }
 
-void normal_fill(float* R out, int64_t count, uint64_t key) {
-    int64_t half = count / 2;
+static inline vu64 vmix64(vu64 z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* count (a multiple of 32) normals: chunk q holds pairs p = 16q + t, t < 16, as out[32q + t] = r cos(theta),
+   out[32q + 16 + t] = r sin(theta), r = sqrt(-2 log u1), theta = 2 pi u2, from z = mix64(seed + (p + 1) golden):
+   u1 = (z >> 32) 2^-32 + 2^-33 in (0, 1), u2 = ((z mod 2^32) >> 8) 2^-24 in [0, 1) */
+static void normals32(float* R out, int64_t count, uint64_t seed) {
     const float h = 0.70710678118654752f;
-    for (int64_t i = 0; i < half + (count & 1); ++i) {
-        uint64_t z = key + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        float u1 = (float)((uint32_t)(z >> 40) + 1u) * 5.9604644775390625e-08f;
-        float u2 = (float)(((uint32_t)z) >> 8) * 5.9604644775390625e-08f;
-        float r = sqrtf(-2.0f * log_pos(u1));
-        float v = 4.0f * u2;
-        int k = (int)v;
-        float al = (v - (float)k - 0.5f) * 1.57079632679489662f, a2 = al * al;
-        float sa = al * (1.0f + a2 * (-1.66666667e-01f + a2 * (8.33333333e-03f + a2 * (-1.98412698e-04f + a2 * 2.75573192e-06f))));
-        float ca = 1.0f + a2 * (-0.5f + a2 * (4.16666667e-02f + a2 * (-1.38888889e-03f + a2 * (2.48015873e-05f - a2 * 2.75573192e-07f))));
-        float c0 = (k == 1 || k == 2) ? -h : h;
-        float s0 = (k >= 2) ? -h : h;
-        float cs = r * (c0 * ca - s0 * sa), sn = r * (s0 * ca + c0 * sa);
-        if (i < half) { out[i] = cs; out[half + i] = sn; }
-        else out[count - 1] = cs;
+    const vu64 lane = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int64_t q = 0; q < count / 32; ++q) {
+        vu64 c0 = lane + (uint64_t)(16 * q), c1 = c0 + 8;
+        vu z0 = (vu)vmix64(seed + c0 * 0x9E3779B97F4A7C15ull), z1 = (vu)vmix64(seed + c1 * 0x9E3779B97F4A7C15ull);
+        vu hi = __builtin_shufflevector(z0, z1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        vu lo = __builtin_shufflevector(z0, z1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        vf u1 = __builtin_convertvector(hi, vf) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+        vf u2 = __builtin_convertvector(lo >> 8, vf) * 5.9604644775390625e-08f;
+        vf x = -2.0f * vlog(u1);
+        x = vselect(x > 1e-30f, x, (vf){} + 1e-30f);
+        vf r = x * vrsqrt(x);
+        vf v = 4.0f * u2;
+        vi k = __builtin_convertvector(v, vi);
+        vf al = (v - __builtin_convertvector(k, vf) - 0.5f) * 1.57079632679489662f, a2 = al * al;
+        vf sa = al * (1.0f + a2 * (-1.66666667e-01f + a2 * (8.33333333e-03f + a2 * (-1.98412698e-04f + a2 * 2.75573192e-06f))));
+        vf ca = 1.0f + a2 * (-0.5f + a2 * (4.16666667e-02f + a2 * (-1.38888889e-03f + a2 * (2.48015873e-05f - a2 * 2.75573192e-07f))));
+        vf hv = (vf){} + h;
+        vf c0f = vselect((k == 1) | (k == 2), -hv, hv);
+        vf s0f = vselect(k >= 2, -hv, hv);
+        st(out + 32 * q, r * (c0f * ca - s0f * sa));
+        st(out + 32 * q + 16, r * (s0f * ca + c0f * sa));
     }
 }
 
-}  /* extern "C" */
+/* ---- products on feature-major blocks: X[unit][row], rows padded to Rp (a multiple of 16) ---- */
+
+/* One layer l >= 2 on a tile of CT units x RT row vectors: mu[c] = sum_k W[c,k] A[k] (+ sum_k O[c,k] H[k]),
+   var[c] = sum_k Wv[c,k] A2[k] (W, Wv, O: (N, K); A, A2, H: the previous layer's a, a^2, h), then the
+   epilogue below on the tile while it is in registers */
+struct FwdOut { const float *brow, *bvar, *E, *VALID; float *H, *ESD, *A, *A2; };
+
+template <int CT, int RT, bool SKIP, bool ACT>
+static inline void fwd_tile(int64_t K, int64_t Rp, const float* R W, const float* R Wv, const float* R O,
+                            const float* R A, const float* R A2, const float* R H, int64_t c0, int64_t r0,
+                            const FwdOut& out) {
+    const float* R brow = out.brow; const float* R bvar = out.bvar; const float* R E = out.E;
+    const float* R VALID = out.VALID;
+    float* R Hout = out.H; float* R ESD = out.ESD; float* R Aout = out.A; float* R A2out = out.A2;
+    vf mu[CT][RT] = {}, var[CT][RT] = {};
+    for (int64_t k = 0; k < K; ++k) {
+        vf a[RT], a2[RT], hv[RT];
+        for (int j = 0; j < RT; ++j) {
+            a[j] = ld(A + k * Rp + r0 + VL * j);
+            a2[j] = ld(A2 + k * Rp + r0 + VL * j);
+            if (SKIP) hv[j] = ld(H + k * Rp + r0 + VL * j);
+        }
+        for (int i = 0; i < CT; ++i) {
+            float w = W[(c0 + i) * K + k], wv = Wv[(c0 + i) * K + k];
+            float o = SKIP ? O[(c0 + i) * K + k] : 0.0f;
+            for (int j = 0; j < RT; ++j) {
+                mu[i][j] += a[j] * w;
+                var[i][j] += a2[j] * wv;
+                if (SKIP) mu[i][j] += hv[j] * o;
+            }
+        }
+    }
+    /* epilogue: sd = sqrt(var + bvar), h = mu + brow + sd eps, esd = eps / sd (0 on padded rows),
+       and for hidden layers the next layer's a = selu(h), a2 = a^2 */
+    for (int i = 0; i < CT; ++i) {
+        int64_t c = c0 + i;
+        float b = brow[c], bv = bvar[c];
+        for (int j = 0; j < RT; ++j) {
+            int64_t at = c * Rp + r0 + VL * j;
+            vf va = var[i][j] + bv;
+            va = vselect(va > 1e-37f, va, (vf){} + 1e-37f);
+            vf inv = vrsqrt(va);
+            vf e = ld(E + at);
+            vf h = mu[i][j] + b + (va * inv) * e;
+            st(Hout + at, h);
+            st(ESD + at, e * inv * ld(VALID + r0 + VL * j));
+            if (ACT) {
+                vf a = vselu(h);
+                st(Aout + at, a);
+                st(A2out + at, a * a);
+            }
+        }
+    }
+}
+
+template <bool SKIP, bool ACT>
+static void fwd(int64_t N, int64_t K, int64_t Rp, const float* W, const float* Wv, const float* O,
+                const float* A, const float* A2, const float* H, const FwdOut& out) {
+    int64_t nv = Rp / VL, j = 0;
+    for (; j + 4 <= nv; j += 4) {
+        int64_t c = 0;
+        for (; c + 2 <= N; c += 2) fwd_tile<2, 4, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+        for (; c < N; ++c) fwd_tile<1, 4, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+    }
+    for (; j < nv; ++j) {
+        int64_t c = 0;
+        for (; c + 2 <= N; c += 2) fwd_tile<2, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+        for (; c < N; ++c) fwd_tile<1, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+    }
+}
+
+/* GP[k] = f'(A[k]) (sum_c W[c,k] G[c] + A[k] sum_c Wv[c,k] GV[c]) + sum_c O[c,k] G[c]  (SELU: f' from a) */
+template <int KT, int RT, bool SKIP>
+static inline void bwd_tile(int64_t N, int64_t K, int64_t Rp, const float* R W, const float* R Wv, const float* R O,
+                            const float* R G, const float* R GV, const float* R A, int64_t k0, int64_t r0, float* R GP) {
+    vf tm[KT][RT] = {}, tv[KT][RT] = {}, ts[KT][RT] = {};
+    for (int64_t c = 0; c < N; ++c) {
+        vf g[RT], gv[RT];
+        for (int j = 0; j < RT; ++j) { g[j] = ld(G + c * Rp + r0 + VL * j); gv[j] = ld(GV + c * Rp + r0 + VL * j); }
+        for (int i = 0; i < KT; ++i) {
+            float w = W[c * K + k0 + i], wv = Wv[c * K + k0 + i];
+            float o = SKIP ? O[c * K + k0 + i] : 0.0f;
+            for (int j = 0; j < RT; ++j) {
+                tm[i][j] += g[j] * w;
+                tv[i][j] += gv[j] * wv;
+                if (SKIP) ts[i][j] += g[j] * o;
+            }
+        }
+    }
+    const vf ss = (vf){} + SS, ssa = (vf){} + SS * SA;
+    for (int i = 0; i < KT; ++i)
+        for (int j = 0; j < RT; ++j) {
+            int64_t at = (k0 + i) * Rp + r0 + VL * j;
+            vf a = ld(A + at);
+            vf d = a > 0.0f ? ss : a + ssa;
+            vf out = (tm[i][j] + a * tv[i][j]) * d;
+            if (SKIP) out += ts[i][j];
+            st(GP + at, out);
+        }
+}
+
+template <bool SKIP>
+static void bwd(int64_t N, int64_t K, int64_t Rp, const float* W, const float* Wv, const float* O,
+                const float* G, const float* GV, const float* A, float* GP) {
+    int64_t nv = Rp / VL, j = 0;
+    for (; j + 4 <= nv; j += 4) {
+        int64_t k = 0;
+        for (; k + 2 <= K; k += 2) bwd_tile<2, 4, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+        for (; k < K; ++k) bwd_tile<1, 4, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+    }
+    for (; j < nv; ++j) {
+        int64_t k = 0;
+        for (; k + 2 <= K; k += 2) bwd_tile<2, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+        for (; k < K; ++k) bwd_tile<1, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+    }
+}
+
+#define TLO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define THI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define TLO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define THI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define TLO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define THI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define TLO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define THI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+
+/* T (Rp, Kp), row-major, = A (K, Rp)^T, zero for k >= K; Rp and Kp multiples of 16 */
+static void transpose(const float* R A, int64_t K, int64_t Rp, float* R T, int64_t Kp) {
+    for (int64_t kb = 0; kb < Kp; kb += VL)
+        for (int64_t rb = 0; rb < Rp; rb += VL) {
+            vf v[16];
+            for (int i = 0; i < 16; ++i) v[i] = kb + i < K ? ld(A + (kb + i) * Rp + rb) : (vf){};
+#define STAGE(h)                                                                             \
+            for (int i = 0; i < 16; ++i)                                                     \
+                if ((i / h) % 2 == 0) {                                                      \
+                    vf a = v[i], b = v[i + h];                                               \
+                    v[i] = __builtin_shufflevector(a, b, TLO##h);                            \
+                    v[i + h] = __builtin_shufflevector(a, b, THI##h);                        \
+                }
+            STAGE(8) STAGE(4) STAGE(2) STAGE(1)
+#undef STAGE
+            for (int i = 0; i < 16; ++i) st(T + (rb + i) * Kp + kb, v[i]);
+        }
+}
+
+/* DW[c, :] += sum_r G[c, r] T[r, :],  DV[c, :] += sum_r GV[c, r] T[r, :]^2  (DW, DV: (N, Kp)) */
+template <int CT, int KV>
+static inline void wgrad_tile(int64_t Kp, int64_t Rp, int64_t n, const float* R G, const float* R GV,
+                              const float* R T, int64_t c0, int64_t kv0, float* R DW, float* R DV) {
+    vf aw[CT][KV] = {}, av[CT][KV] = {};
+    for (int64_t r = 0; r < n; ++r) {
+        vf t[KV], t2[KV];
+        for (int v = 0; v < KV; ++v) { t[v] = ld(T + r * Kp + VL * (kv0 + v)); t2[v] = t[v] * t[v]; }
+        for (int i = 0; i < CT; ++i) {
+            float g = G[(c0 + i) * Rp + r], gv = GV[(c0 + i) * Rp + r];
+            for (int v = 0; v < KV; ++v) { aw[i][v] += t[v] * g; av[i][v] += t2[v] * gv; }
+        }
+    }
+    for (int i = 0; i < CT; ++i)
+        for (int v = 0; v < KV; ++v) {
+            float* pw = DW + (c0 + i) * Kp + VL * (kv0 + v);
+            float* pv = DV + (c0 + i) * Kp + VL * (kv0 + v);
+            st(pw, ld(pw) + aw[i][v]);
+            st(pv, ld(pv) + av[i][v]);
+        }
+}
+
+static void wgrad(int64_t N, int64_t Kp, int64_t Rp, int64_t n, const float* G, const float* GV, const float* T,
+                  float* DW, float* DV) {
+    int64_t nkv = Kp / VL, kv = 0;
+    for (; kv + 2 <= nkv; kv += 2) {
+        int64_t c = 0;
+        for (; c + 4 <= N; c += 4) wgrad_tile<4, 2>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c < N; ++c) wgrad_tile<1, 2>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+    }
+    for (; kv < nkv; ++kv) {
+        int64_t c = 0;
+        for (; c + 4 <= N; c += 4) wgrad_tile<4, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c < N; ++c) wgrad_tile<1, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+    }
+}
+
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+/* the sum of the 16 lanes */
+static inline float hsum(vf v) {
+    vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+static float* alloc(int64_t count) {
+    int64_t bytes = ((count * 4 + 63) / 64) * 64;
+    float* p = (float*)aligned_alloc(64, bytes > 0 ? bytes : 64);
+    memset(p, 0, bytes > 0 ? bytes : 64);
+    return p;
+}
+
+enum { T_WM, T_WV, T_SK, T_SKM, T_BROW, T_BVAR, T_EPS, T_DWM, T_DWV, T_DBROW, T_DBVAR, T_N };
+
+extern "C" {
+
+/* The local-reparameterisation likelihood of M SELU MLPs and its gradient, block by block (one block: one
+   model, one Monte Carlo sample, all n points, through every layer and back; layers 1 <= L <= 63).
+   tab[f * (L + 1) + l]: the address of field f (enum above) of layer l:
+     WM, WV (M, N, K): weight means and variances; SK (M, N, K): skips O_l or 0; SKM (M, int8): model has the skip;
+     BROW (M, S, N): bias row of each sample (mean, or the ordered draw); BVAR (M, N), l >= 2: bias variance;
+     EPS (M, S, n, N): the noise when not fast; outputs DWM, DWV (M, N, K): dL/dW, dL/dWv; DBROW (M, S, N);
+     DBVAR (M, N). Layer 1 comes as mu1T, sd1T (M, N_1, n) (its moments from x), with outputs dmu1T, dsd1T.
+   L = -(1/n) sum_m (1/S) sum_{s,i} log N(y_i; f, sigma_m^2) up to the constant: g = dL/df = scale (y - f) / sigma^2
+   with scale = -1/(S n); sq_out[m] = sum_{s,i} (y_i - f)^2 / sigma_m^2. fast: noise from the counter-based
+   stream of block (m, s) and layer l, seed mix64(key + (((m S + s) L + l - 1) + 1) 0xD1B54A32D192ED03), laid
+   out unit-major over rows padded to Rp = 16 ceil(n / 16) (normals32). */
+void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths, const int64_t* tab,
+              const float* mu1T, const float* sd1T, float* dmu1T, float* dsd1T,
+              const float* y, const float* inv_var, float scale, uint64_t key, int fast, float* sq_out) {
+#define TAB(f, l) (tab[(f) * (L + 1) + (l)])
+#define PF(f, l) ((float*)(intptr_t)TAB(f, l))
+    if (L < 1 || L > 63) return;
+    int64_t Rp = (n + VL - 1) / VL * VL;
+    float *H[64], *A[64], *A2[64], *E[64], *ESD[64], *VW[64], *VWv[64];
+    int64_t maxw = 1;
+    for (int64_t l = 0; l <= L; ++l) maxw = widths[l] > maxw ? widths[l] : maxw;
+    for (int64_t l = 1; l <= L; ++l) {
+        int64_t N = widths[l], K = widths[l - 1];
+        H[l] = alloc(N * Rp); A[l] = alloc(N * Rp); A2[l] = alloc(N * Rp);
+        E[l] = alloc((N * Rp + 31) / 32 * 32); ESD[l] = alloc(N * Rp);
+        VW[l] = l >= 2 ? alloc(N * ((K + VL - 1) / VL * VL)) : 0; VWv[l] = l >= 2 ? alloc(N * ((K + VL - 1) / VL * VL)) : 0;
+    }
+    float *G = alloc(maxw * Rp), *GP = alloc(maxw * Rp), *GV = alloc(maxw * Rp), *T = alloc(Rp * ((maxw + VL - 1) / VL * VL));
+    float* YP = alloc(widths[L] * Rp);
+    float* VALID = alloc(Rp);
+    for (int64_t r = 0; r < n; ++r) VALID[r] = 1.0f;
+    for (int64_t c = 0; c < widths[L]; ++c)
+        for (int64_t r = 0; r < n; ++r) YP[c * Rp + r] = y[r * widths[L] + c];
+    memset(dmu1T, 0, sizeof(float) * M * widths[1] * n);
+    memset(dsd1T, 0, sizeof(float) * M * widths[1] * n);
+    for (int64_t l = 2; l <= L; ++l) memset(PF(T_DBVAR, l), 0, sizeof(float) * M * widths[l]);
+    for (int64_t m = 0; m < M; ++m) {
+        double sq = 0.0;
+        for (int64_t l = 2; l <= L; ++l) {
+            int64_t Kp = (widths[l - 1] + VL - 1) / VL * VL;
+            memset(VW[l], 0, sizeof(float) * widths[l] * Kp);
+            memset(VWv[l], 0, sizeof(float) * widths[l] * Kp);
+        }
+        for (int64_t s = 0; s < S; ++s) {
+            /* noise of every layer */
+            for (int64_t l = 1; l <= L; ++l) {
+                int64_t N = widths[l];
+                if (fast) {
+                    uint64_t bl = (uint64_t)((m * S + s) * L + (l - 1));
+                    normals32(E[l], (N * Rp + 31) / 32 * 32, mix64(key + (bl + 1) * 0xD1B54A32D192ED03ull));
+                } else {
+                    const float* eps = PF(T_EPS, l) + (m * S + s) * n * N;
+                    for (int64_t c = 0; c < N; ++c)
+                        for (int64_t r = 0; r < n; ++r) E[l][c * Rp + r] = eps[r * N + c];
+                }
+                for (int64_t c = 0; c < N; ++c)
+                    for (int64_t r = n; r < Rp; ++r) E[l][c * Rp + r] = 0.0f;
+            }
+            /* layer 1: h = mu1 + brow + sd1 eps */
+            {
+                int64_t N = widths[1];
+                const float* br = PF(T_BROW, 1) + (m * S + s) * N;
+                for (int64_t c = 0; c < N; ++c) {
+                    const float* mr = mu1T + (m * N + c) * n;
+                    const float* sr = sd1T + (m * N + c) * n;
+                    float* h = H[1] + c * Rp; float* a = A[1] + c * Rp; float* a2 = A2[1] + c * Rp;
+                    const float* e = E[1] + c * Rp;
+                    float b = br[c];
+                    for (int64_t r = 0; r < n; ++r) h[r] = (mr[r] + b) + sr[r] * e[r];
+                    for (int64_t r = n; r < Rp; ++r) h[r] = 0.0f;
+                    if (L > 1)
+                        for (int64_t r = 0; r < Rp; r += VL) { vf v = vselu(ld(h + r)); st(a + r, v); st(a2 + r, v * v); }
+                }
+            }
+            /* layers 2..L */
+            for (int64_t l = 2; l <= L; ++l) {
+                int64_t N = widths[l], K = widths[l - 1];
+                const float* W = PF(T_WM, l) + m * N * K;
+                const float* Wv = PF(T_WV, l) + m * N * K;
+                const int8_t* skm = (const int8_t*)(intptr_t)TAB(T_SKM, l);
+                bool skip = skm && skm[m];
+                const float* O = skip ? PF(T_SK, l) + m * N * K : 0;
+                FwdOut fo = {PF(T_BROW, l) + (m * S + s) * N, PF(T_BVAR, l) + m * N, E[l], VALID,
+                             H[l], ESD[l], l < L ? A[l] : 0, l < L ? A2[l] : 0};
+                if (l < L) {
+                    if (skip) fwd<true, true>(N, K, Rp, W, Wv, O, A[l - 1], A2[l - 1], H[l - 1], fo);
+                    else fwd<false, true>(N, K, Rp, W, Wv, O, A[l - 1], A2[l - 1], H[l - 1], fo);
+                } else {
+                    if (skip) fwd<true, false>(N, K, Rp, W, Wv, O, A[l - 1], A2[l - 1], H[l - 1], fo);
+                    else fwd<false, false>(N, K, Rp, W, Wv, O, A[l - 1], A2[l - 1], H[l - 1], fo);
+                }
+            }
+            /* output: squared residuals and dL/df */
+            {
+                int64_t N = widths[L];
+                float iv = inv_var[m];
+                for (int64_t c = 0; c < N; ++c) {
+                    const float* f = H[L] + c * Rp;
+                    const float* yc = YP + c * Rp;
+                    float* g = G + c * Rp;
+                    vf acc = {};
+                    for (int64_t r = 0; r < Rp; r += VL) {
+                        vf res = (ld(yc + r) - ld(f + r)) * ld(VALID + r);     /* 0 on padded rows */
+                        acc += res * res * iv;
+                        st(g + r, res * (scale * iv));
+                    }
+                    sq += hsum(acc);
+                }
+            }
+            /* backward, layers L..2 */
+            for (int64_t l = L; l >= 2; --l) {
+                int64_t N = widths[l], K = widths[l - 1];
+                float* dbrow = PF(T_DBROW, l) + (m * S + s) * N;
+                float* dbvar = PF(T_DBVAR, l) + m * N;
+                for (int64_t c = 0; c < N; ++c) {
+                    const float* g = G + c * Rp; const float* esd = ESD[l] + c * Rp; float* gv = GV + c * Rp;
+                    vf sg = {}, sv = {};
+                    for (int64_t r = 0; r < Rp; r += VL) {
+                        vf gg = ld(g + r), v = gg * ld(esd + r);
+                        st(gv + r, v);
+                        sg += gg;
+                        sv += v;
+                    }
+                    dbrow[c] = hsum(sg);
+                    dbvar[c] += 0.5f * hsum(sv);
+                }
+                int64_t Kp = (K + VL - 1) / VL * VL;
+                transpose(A[l - 1], K, Rp, T, Kp);
+                wgrad(N, Kp, Rp, n, G, GV, T, VW[l], VWv[l]);
+                const float* W = PF(T_WM, l) + m * N * K;
+                const float* Wv = PF(T_WV, l) + m * N * K;
+                const int8_t* skm = (const int8_t*)(intptr_t)TAB(T_SKM, l);
+                bool skip = skm && skm[m];
+                const float* O = skip ? PF(T_SK, l) + m * N * K : 0;
+                if (skip) bwd<true>(N, K, Rp, W, Wv, O, G, GV, A[l - 1], GP);
+                else bwd<false>(N, K, Rp, W, Wv, O, G, GV, A[l - 1], GP);
+                float* t = G; G = GP; GP = t;
+            }
+            /* layer 1 */
+            {
+                int64_t N = widths[1];
+                float* dbrow = PF(T_DBROW, 1) + (m * S + s) * N;
+                for (int64_t c = 0; c < N; ++c) {
+                    const float* g = G + c * Rp; const float* e = E[1] + c * Rp;
+                    float* dm = dmu1T + (m * N + c) * n; float* ds = dsd1T + (m * N + c) * n;
+                    vf sg = {};
+                    for (int64_t r = 0; r < n; ++r) { dm[r] += g[r]; ds[r] += g[r] * e[r]; }
+                    for (int64_t r = 0; r < Rp; r += VL) sg += ld(g + r);
+                    dbrow[c] = hsum(sg);
+                }
+            }
+        }
+        for (int64_t l = 2; l <= L; ++l) {
+            int64_t N = widths[l], K = widths[l - 1];
+            float* dw = PF(T_DWM, l) + m * N * K;
+            float* dwv = PF(T_DWV, l) + m * N * K;
+            int64_t Kp = (K + VL - 1) / VL * VL;
+            for (int64_t c = 0; c < N; ++c)
+                for (int64_t k = 0; k < K; ++k) {
+                    dw[c * K + k] = VW[l][c * Kp + k];
+                    dwv[c * K + k] = 0.5f * VWv[l][c * Kp + k];
+                }
+        }
+        sq_out[m] = (float)sq;
+    }
+    for (int64_t l = 1; l <= L; ++l) { free(H[l]); free(A[l]); free(A2[l]); free(E[l]); free(ESD[l]); free(VW[l]); free(VWv[l]); }
+    free(YP); free(VALID); free(G); free(GP); free(GV); free(T);
+#undef TAB
+#undef PF
+}
+
+/* count (a multiple of 32) normals of the stream keyed by key (normals32 with seed mix64(key)) */
+void normal_fill(float* out, int64_t count, uint64_t key) { normals32(out, count, mix64(key)); }
+
+}
 """
 
 _FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=c++17"]
@@ -297,8 +598,12 @@ class TorchKernels:
         dbrow.copy_(g.sum(2))
 
 
+_FIELDS = ("wm", "wv", "skip", "skip_mask", "brow", "bvar", "eps", "dwm", "dwv", "dbrow", "dbvar")
+"""The rows of :meth:`CKernels.network`'s address table, in the C routine's order."""
+
+
 class CKernels(TorchKernels):
-    """The fused passes as C loops (SELU; other activations use the torch passes)."""
+    """The C routines (SELU networks; other activations use the torch passes)."""
 
     name = "c"
 
@@ -307,50 +612,81 @@ class CKernels(TorchKernels):
         self._lib = lib
 
     @staticmethod
-    def _p(t: Tensor) -> ctypes.c_void_p:
-        assert t.dtype == torch.float32 and t.is_contiguous() and t.device.type == "cpu"
-        return ctypes.c_void_p(t.data_ptr())
-
-    def act_fwd(self, h, a, a2):
-        if self.activation is not Activation.SELU:
-            return super().act_fwd(h, a, a2)
-        self._lib.selu_fwd(self._p(h), self._p(a), self._p(a2), ctypes.c_int64(h.numel()))
-
-    def act_bwd(self, h, a, tmu, tvar):
-        if self.activation is not Activation.SELU:
-            return super().act_bwd(h, a, tmu, tvar)
-        self._lib.selu_bwd(self._p(h), self._p(a), self._p(tmu), self._p(tvar), ctypes.c_int64(h.numel()))
-
-    def _act_ptrs(self, a, a2):
-        if a is None:
-            return ctypes.c_void_p(None), ctypes.c_void_p(None)
-        return self._p(a), self._p(a2)
-
-    def out_fwd(self, mu, var, brow, bvar, eps, a=None, a2=None):
-        if a is not None and self.activation is not Activation.SELU:
-            return super().out_fwd(mu, var, brow, bvar, eps, a, a2)
-        self._lib.out_fwd(self._p(mu), self._p(var), self._p(brow), self._p(bvar), self._p(eps),
-                          *self._act_ptrs(a, a2), *(ctypes.c_int64(d) for d in mu.shape))
-
-    def first_fwd(self, out, mu1, sd1, brow, eps, a=None, a2=None):
-        if a is not None and self.activation is not Activation.SELU:
-            return super().first_fwd(out, mu1, sd1, brow, eps, a, a2)
-        self._lib.first_fwd(self._p(out), self._p(mu1), self._p(sd1), self._p(brow), self._p(eps),
-                            *self._act_ptrs(a, a2), *(ctypes.c_int64(d) for d in out.shape))
+    def _p(t: Tensor | None) -> int:
+        if t is None:
+            return 0
+        assert t.device.type == "cpu" and t.is_contiguous() and t.dtype in (torch.float32, torch.int8, torch.int64)
+        return t.data_ptr()
 
     def normal(self, count: int, key: int) -> Tensor:
-        """``count`` standard normals from the counter-based generator keyed by ``key`` (0 <= key < 2^63)."""
-        out = torch.empty(count, dtype=torch.float32)
-        self._lib.normal_fill(self._p(out), ctypes.c_int64(count), ctypes.c_uint64(key))
-        return out
+        """``count`` standard normals of the counter-based stream keyed by ``key`` (``0 <= key < 2^64``).
 
-    def grad_var(self, g, eps, sd, gv, dbrow, dbvar):
-        self._lib.grad_var(self._p(g), self._p(eps), self._p(sd), self._p(gv), self._p(dbrow), self._p(dbvar),
-                           *(ctypes.c_int64(d) for d in g.shape))
+        Pair ``p`` of the stream is ``z = mix64(mix64(key) + (p + 1) * 0x9E3779B97F4A7C15)``, giving
+        ``u1 = (z >> 32) 2^-32 + 2^-33`` and ``u2 = ((z mod 2^32) >> 8) 2^-24`` and, by Box-Muller, the
+        normals ``r cos(2 pi u2)`` at ``32 q + t`` and ``r sin(2 pi u2)`` at ``32 q + 16 + t``
+        (``p = 16 q + t``, ``r = sqrt(-2 log u1)``).
+        """
+        out = torch.empty((count + 31) // 32 * 32, dtype=torch.float32)
+        self._lib.normal_fill(ctypes.c_void_p(out.data_ptr()), ctypes.c_int64(out.numel()), ctypes.c_uint64(key))
+        return out[:count]
 
-    def first_bwd(self, g, eps, dmu1, dsd1, dbrow):
-        self._lib.first_bwd(self._p(g), self._p(eps), self._p(dmu1), self._p(dsd1), self._p(dbrow),
-                            *(ctypes.c_int64(d) for d in g.shape))
+    def network(self, widths: tuple[int, ...], layers: dict[str, dict[int, Tensor | None]], mu1t: Tensor,
+                sd1t: Tensor, y: Tensor, log_noise: Tensor, n_samples: int, *, key: int | None = None
+                ) -> tuple[Tensor, dict[str, Tensor | dict[int, Tensor]]]:
+        """The Monte Carlo likelihood of ``M`` SELU MLPs by the local reparameterisation trick, and its gradient.
+
+        With ``f`` the output of sample ``s`` at point ``i`` and ``L = -(1/n) sum_m (1/S) sum_{s,i}
+        log N(y_i; f, sigma_m^2)`` (what the step minimises, without the KL), the routine returns
+        ``sq[m] = sum_{s,i} (y_i - f)^2 / sigma_m^2`` and the gradients of ``L`` w.r.t. the inputs below.
+
+        Args:
+            widths: ``(N_0, ..., N_L)``.
+            layers: per field, per layer ``l``: ``wm``, ``wv`` (``l >= 2``, ``(M, N_l, N_{l-1})``: weight
+                means and variances), ``skip`` (``O_l``, same shape, or None) and ``skip_mask`` (int8
+                ``(M,)``: the models whose skip is not zero), ``brow`` (``(M, S, N_l)``: the bias each
+                sample adds), ``bvar`` (``l >= 2``, ``(M, N_l)``: the bias variance) and, unless ``key``
+                is given, ``eps`` (``(M, S, n, N_l)``: the noise).
+            mu1t, sd1t: layer 1's mean and sd without the bias, ``(M, N_1, n)``.
+            y: targets ``(n, N_L)``.
+            log_noise: ``log sigma`` per model ``(M,)``.
+            n_samples: ``S``.
+            key: draw the noise from the counter-based generator keyed by ``key`` (:meth:`normal`'s
+                stream with a seed per model, sample and layer) instead of ``eps``.
+
+        Returns:
+            ``sq`` ``(M,)`` and the gradients: ``wm``, ``wv``, ``bvar`` (per layer ``l >= 2``), ``brow``
+            (per layer), ``mu1t``, ``sd1t``.
+        """
+        m, n, n_layers = mu1t.shape[0], mu1t.shape[-1], len(widths) - 1
+        table = torch.zeros(len(_FIELDS), n_layers + 1, dtype=torch.int64)
+        keep, grads = [], {"wm": {}, "wv": {}, "bvar": {}, "brow": {}}
+        for l in range(1, n_layers + 1):
+            n_out, n_in = widths[l], widths[l - 1]
+            row = {f: layers.get(f, {}).get(l) for f in ("wm", "wv", "skip", "skip_mask", "brow", "bvar", "eps")}
+            if key is not None:
+                row["eps"] = None
+            out = {"dbrow": torch.empty(m, n_samples, n_out)}
+            grads["brow"][l] = out["dbrow"]
+            if l >= 2:
+                out.update(dwm=torch.empty(m, n_out, n_in), dwv=torch.empty(m, n_out, n_in), dbvar=torch.empty(m, n_out))
+                grads["wm"][l], grads["wv"][l], grads["bvar"][l] = out["dwm"], out["dwv"], out["dbvar"]
+            for f, t in {**row, **out}.items():
+                if t is not None:
+                    t = t.contiguous()
+                    keep.append(t)
+                    table[_FIELDS.index(f), l] = self._p(t)
+        mu1t, sd1t, y = mu1t.contiguous(), sd1t.contiguous(), y.contiguous()
+        inv_var = torch.exp(-2.0 * log_noise).contiguous()
+        widths_t = torch.tensor(widths, dtype=torch.int64)
+        dmu1t, dsd1t, sq = torch.empty_like(mu1t), torch.empty_like(sd1t), torch.empty(m)
+        p = ctypes.c_void_p
+        self._lib.net_grad(
+            ctypes.c_int64(m), ctypes.c_int64(n_samples), ctypes.c_int64(n), ctypes.c_int64(n_layers),
+            p(self._p(widths_t)), p(self._p(table)), p(self._p(mu1t)), p(self._p(sd1t)), p(self._p(dmu1t)),
+            p(self._p(dsd1t)), p(self._p(y)), p(self._p(inv_var)), ctypes.c_float(-1.0 / (n_samples * n)),
+            ctypes.c_uint64(0 if key is None else key), ctypes.c_int(key is not None), p(self._p(sq)))
+        del keep
+        return sq, {**grads, "mu1t": dmu1t, "sd1t": dsd1t}
 
 
 _LIB: ctypes.CDLL | None = None
@@ -368,7 +704,7 @@ def _cpu_tag() -> str:
 
 
 def _load() -> ctypes.CDLL:
-    """Compile (once per source, flags and CPU) and load the C passes."""
+    """Compile (once per source, flags and CPU) and load the C routines."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise RuntimeError("no C++ compiler (g++) on PATH")
@@ -388,13 +724,13 @@ def _load() -> ctypes.CDLL:
                 raise RuntimeError(f"g++ failed: {proc.stderr[-2000:]}")
             os.replace(out, lib_path)
     lib = ctypes.CDLL(str(lib_path))
-    for name in ("selu_fwd", "selu_bwd", "out_fwd", "first_fwd", "grad_var", "first_bwd", "normal_fill"):
+    for name in ("net_grad", "normal_fill"):
         getattr(lib, name).restype = None
     return lib
 
 
 def c_kernels(activation: Activation) -> CKernels:
-    """The C passes, compiled on first use.
+    """The C routines, compiled on first use.
 
     Raises:
         RuntimeError: no compiler, or the build failed (the message says why).

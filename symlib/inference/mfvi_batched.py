@@ -25,10 +25,12 @@ What differs from :func:`~symlib.inference.mfvi.fit` is how the step is computed
 - the parameters of every model live in one flat ``(B, D)`` tensor (means, log-sds, log noise), so
   Adam is one fused call and the KL a few ops over all weights at once;
 - the big part -- the ``(models, samples x points, units)`` activations -- is differentiated by
-  hand: one batched matmul (``torch.bmm`` over the models axis) per product, and the element-wise
-  work fused into one pass per layer and direction (:mod:`symlib.inference._mfvi_kernels`: C loops
-  built with the local ``g++``, or the same passes in torch). Autograd handles only the small
-  tensors (weights' variances, ordered biases, KL);
+  hand. For SELU networks with the C kernels it is one C routine
+  (:meth:`symlib.inference._mfvi_kernels.CKernels.network`, built with the local ``g++``) that takes
+  one model and one Monte Carlo sample at a time through every layer and back, so the activations
+  never leave the core's caches; otherwise one batched matmul (``torch.bmm`` over the models axis)
+  per product and the element-wise work in one torch pass per layer and direction. Autograd handles
+  only the small tensors (layer 1's moments, the weights' variances, ordered biases, KL);
 - the Monte Carlo noise is drawn in one ``torch.randn`` call per step, in
   :func:`~symlib.inference.mfvi.sample_outputs`'s order. Torch's CPU normal sampler transforms its
   uniforms in blocks of 16, so one call gives the numbers of the per-layer calls whenever every
@@ -36,8 +38,9 @@ What differs from :func:`~symlib.inference.mfvi.fit` is how the step is computed
   layer by layer, as :mod:`~symlib.inference.mfvi` makes them. Either way the random stream is
   :func:`~symlib.inference.mfvi.fit`'s: the same generator gives the same noise, and the fits agree
   to float32 rounding (:mod:`tests.inference.test_mfvi_batched`). :attr:`Noise.FAST` trades that
-  for speed: a counter-based generator in C, keyed from the caller's generator (same
-  distribution, other numbers).
+  for speed: a counter-based generator in C, keyed by one number drawn from the caller's generator
+  per step (same distribution, other numbers; the fitted posteriors agree with
+  :func:`~symlib.inference.mfvi.fit`'s across seeds within Monte Carlo error, same tests).
 
 State is a value: :func:`step` returns a new :class:`State` and the :class:`~symlib.inference.mfvi.ELBOParts`
 of the state it started from, leaving its argument untouched; the randomness is the generator
@@ -45,7 +48,7 @@ passed in. A :class:`Problem` binds the model, data and hyperparameters once (an
 work buffers: do not step one problem from two threads at once).
 
 Public: :class:`Kernels`, :class:`Noise`, :class:`Problem`, :class:`State`, :func:`problem`,
-:func:`init`, :func:`step`, :func:`gradient`, :func:`mean_field`, :func:`fit`.
+:func:`init`, :func:`step`, :func:`gradient`, :func:`mean_field`, :func:`fit`, :func:`fit_resumable`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -61,7 +65,9 @@ from torch import Tensor
 from tqdm import tqdm
 
 from symlib.inference import _mfvi_kernels as K
-from symlib.inference import mfvi
+from symlib.inference import loop, mfvi
+from symlib.inference.mfvi_graph import ResumableFit
+from symlib.nn.mlp import Activation
 from symlib.transforms import ordered_from_unconstrained
 
 __all__ = [
@@ -70,6 +76,7 @@ __all__ = [
     "Problem",
     "State",
     "fit",
+    "fit_resumable",
     "gradient",
     "init",
     "mean_field",
@@ -88,9 +95,10 @@ class Kernels(str, enum.Enum):
     AUTO = "auto"
     """C if the local ``g++`` builds it, else torch."""
     C = "c"
-    """C loops compiled with the local ``g++`` (fails if it cannot be built)."""
+    """The C routines compiled with the local ``g++`` (fails if it cannot be built): the whole
+    likelihood and its gradient in one routine for SELU networks, torch passes otherwise."""
     TORCH = "torch"
-    """Plain torch ops (no compiler needed; slower)."""
+    """Batched matmuls and plain torch passes (no compiler needed; slower)."""
 
 
 class Noise(str, enum.Enum):
@@ -100,10 +108,15 @@ class Noise(str, enum.Enum):
     """``torch.randn`` from the caller's generator, in :func:`~symlib.inference.mfvi.sample_outputs`'s
     order: the same numbers as :func:`~symlib.inference.mfvi.fit` draws (a fit equal to rounding)."""
     FAST = "fast"
-    """A counter-based generator (SplitMix64 + Box-Muller, C kernels only) keyed by one 62-bit
-    integer drawn from the caller's generator per step: reproducible from the generator, about
-    5x cheaper than ``torch.randn`` on the CPU, but other numbers -- the same distribution, so a
-    fit equal to :func:`~symlib.inference.mfvi.fit`'s in distribution, not draw by draw."""
+    """A counter-based generator (SplitMix64 + Box-Muller, C kernels only,
+    :meth:`~symlib.inference._mfvi_kernels.CKernels.normal`) keyed by one integer ``key`` in
+    ``[0, 2^62)`` drawn from the caller's generator per step (``torch.randint``): the ordered biases'
+    draws are the stream of ``key`` itself, the layers' noise the streams of the SELU routine's
+    blocks (:meth:`~symlib.inference._mfvi_kernels.CKernels.network`; other activations: the stream
+    of ``key`` after the biases', in :func:`~symlib.inference.mfvi.sample_outputs`' order).
+    Reproducible from the generator and far cheaper than ``torch.randn`` on the CPU, but other
+    numbers -- the same distribution, so a fit equal to :func:`~symlib.inference.mfvi.fit`'s in
+    distribution, not draw by draw."""
 
 
 class State(NamedTuple):
@@ -146,12 +159,18 @@ class Problem:
     """Layer -> ``O_l^T`` as ``(B, N_{l-1}, N_l)``, for the layers with a skip."""
     skip_runs: dict[int, list[tuple[int, int]]]
     """Layer -> runs ``[start, stop)`` of consecutive models whose skip is not all zeros."""
+    skips: dict[int, Tensor]
+    """Layer -> ``O_l`` as ``(B, N_l, N_{l-1})``, for the layers with a skip (the C routine's layout)."""
+    skip_masks: dict[int, Tensor]
+    """Layer -> int8 ``(B,)``: 1 for the models whose skip is not all zeros."""
     kl_keep: Tensor
     """``(B, P)``: 1 where an entry's KL is the Gaussian one, 0 for ordered models' hidden biases."""
     kernels: K.TorchKernels
     noise: Noise
     one_draw: bool
     """Whether each layer's noise count is a multiple of 16 (then one ``randn`` call per step)."""
+    fused: bool
+    """Whether the likelihood goes through the C routine (C kernels and a SELU network)."""
     _work: dict[str, Tensor] = field(default_factory=dict, repr=False)
 
     def buffer(self, name: str, shape: tuple[int, ...]) -> Tensor:
@@ -216,7 +235,7 @@ def problem(
         for l in mfvi._hidden_layers(spec):
             start, shape = offsets[f"b{l}"]
             kl_keep[ordered, start:start + shape[0]] = 0.0
-    skips_t, skip_runs = {}, {}
+    skips_t, skip_runs, skips, skip_masks = {}, {}, {}, {}
     for l in range(1, spec.n_layers + 1):
         o = model.skips.get(f"O{l}")
         if o is None:
@@ -233,6 +252,8 @@ def problem(
         if runs:
             skips_t[l] = o.transpose(1, 2).contiguous()
             skip_runs[l] = runs
+            skips[l] = o.contiguous()
+            skip_masks[l] = torch.tensor(nonzero, dtype=torch.int8)
     kernels, noise = Kernels(kernels), Noise(noise)
     if noise is Noise.FAST and kernels is Kernels.TORCH:
         raise ValueError("mfvi_batched: noise='fast' needs the C kernels")
@@ -250,8 +271,10 @@ def problem(
     n = x.shape[-2]
     counts = [size for _, size in _noise_chunks(spec, ordered is not None, n_models, n_samples, n)]
     one_draw = all(c % 16 == 0 and c >= 16 for c in counts)
+    fused = isinstance(impl, K.CKernels) and spec.activation is Activation.SELU
     return Problem(model, x.contiguous(), y.contiguous(), n_samples, lr, n_steps, anneal_fraction, learn_noise,
-                   n_models, keys, offsets, off, ordered, skips_t, skip_runs, kl_keep, impl, noise, one_draw)
+                   n_models, keys, offsets, off, ordered, skips_t, skip_runs, skips, skip_masks, kl_keep, impl,
+                   noise, one_draw, fused)
 
 
 def init(prob: Problem, q: mfvi.MeanField, noise_sd: float | Tensor = 0.2) -> State:
@@ -267,9 +290,12 @@ def init(prob: Problem, q: mfvi.MeanField, noise_sd: float | Tensor = 0.2) -> St
 
 
 def mean_field(prob: Problem, state: State) -> tuple[mfvi.MeanField, Tensor]:
-    """The state as :class:`~symlib.inference.mfvi.MeanField` (copies) and ``log sigma_n`` ``(B,)``."""
+    """The state as :class:`~symlib.inference.mfvi.MeanField` (copies, keys in the order of
+    ``spec.shapes()``, as :func:`~symlib.inference.mfvi.fit` returns them: samplers draw in that order)
+    and ``log sigma_n`` ``(B,)``."""
     mean, log_sd, log_noise = _split(prob, state.params.detach())
-    return (mfvi.MeanField({k: v.clone() for k, v in mean.items()}, {k: v.clone() for k, v in log_sd.items()}),
+    order = list(prob.model.spec.shapes())
+    return (mfvi.MeanField({k: mean[k].clone() for k in order}, {k: log_sd[k].clone() for k in order}),
             log_noise.clone())
 
 
@@ -301,11 +327,8 @@ def gradient(prob: Problem, state: State, generator: torch.Generator) -> tuple[m
     beta = mfvi.kl_weight(t, prob.n_steps, prob.anneal_fraction)
     theta = state.params.detach().clone().requires_grad_(True)
     mean, log_sd, log_noise = _split(prob, theta)
-    eps_b, eps = _draw_noise(prob, generator)
+    eps_b, eps, key = _draw_noise(prob, generator)
     spec, b, s, n = prob.model.spec, prob.n_models, prob.n_samples, prob.x.shape[-2]
-    # the small tensors each layer needs, under autograd
-    wm = {l: mean[f"W{l}"].transpose(1, 2) for l in range(1, spec.n_layers + 1)}
-    wv = {l: torch.exp(2.0 * log_sd[f"W{l}"]).transpose(1, 2) for l in range(1, spec.n_layers + 1)}
     brow, bvar = {}, {}
     for l in range(1, spec.n_layers + 1):
         bm, bls = mean[f"b{l}"], log_sd[f"b{l}"]
@@ -316,17 +339,30 @@ def gradient(prob: Problem, state: State, generator: torch.Generator) -> tuple[m
             rows = torch.where(prob.ordered[:, None, None], sample, rows)
             var = torch.where(prob.ordered[:, None], torch.zeros_like(var), var)
         brow[l], bvar[l] = rows, var
+    # the small tensors the likelihood reads, under autograd: layer 1's moments, weights' means and variances
     x = prob.x
-    mu1 = torch.matmul(x, wm[1])
-    if 1 in prob.skips_t:
-        mu1 = mu1 + torch.matmul(x, prob.skips_t[1])
-    var1 = torch.matmul(x.square(), wv[1]) + bvar[1][:, None, :]
-    sd1 = var1.clamp_min(torch.finfo(var1.dtype).tiny).sqrt()
-    small = {"mu1": mu1, "sd1": sd1, **{f"wm{l}": wm[l] for l in wm if l > 1}, **{f"wv{l}": wv[l] for l in wv if l > 1},
+    if prob.fused:      # unit-major (B, N_l, N_{l-1}) weights and (B, N_1, n) moments, as the C routine reads them
+        wm = {l: mean[f"W{l}"] for l in range(1, spec.n_layers + 1)}
+        wv = {l: torch.exp(2.0 * log_sd[f"W{l}"]) for l in range(1, spec.n_layers + 1)}
+        mu1 = torch.matmul(wm[1], x.T)
+        if 1 in prob.skips:
+            mu1 = mu1 + torch.matmul(prob.skips[1], x.T)
+        var1 = torch.matmul(wv[1], x.square().T) + bvar[1][:, :, None]
+        first = {"mu1t": mu1, "sd1t": var1.clamp_min(torch.finfo(var1.dtype).tiny).sqrt()}
+    else:               # (B, N_{l-1}, N_l) weights and (B, n, N_1) moments, for the batched matmuls
+        wm = {l: mean[f"W{l}"].transpose(1, 2) for l in range(1, spec.n_layers + 1)}
+        wv = {l: torch.exp(2.0 * log_sd[f"W{l}"]).transpose(1, 2) for l in range(1, spec.n_layers + 1)}
+        mu1 = torch.matmul(x, wm[1])
+        if 1 in prob.skips_t:
+            mu1 = mu1 + torch.matmul(x, prob.skips_t[1])
+        var1 = torch.matmul(x.square(), wv[1]) + bvar[1][:, None, :]
+        first = {"mu1": mu1, "sd1": var1.clamp_min(torch.finfo(var1.dtype).tiny).sqrt()}
+    small = {**first, **{f"wm{l}": wm[l] for l in wm if l > 1}, **{f"wv{l}": wv[l] for l in wv if l > 1},
              **{f"brow{l}": brow[l] for l in brow}, **{f"bvar{l}": bvar[l] for l in bvar if l > 1}}
     with torch.no_grad():
         detached = {k: v.detach().contiguous() for k, v in small.items()}
-        expected, grads, grad_log_noise = _likelihood(prob, detached, log_noise.detach(), eps)
+        likelihood = _likelihood_fused if prob.fused else _likelihood
+        expected, grads, grad_log_noise = likelihood(prob, detached, log_noise.detach(), eps, key)
     kl = _kl(prob, theta)
     objective = expected - beta * kl
     # loss = -(1/n) sum_m (E_m - beta KL_m): the big part's gradients are those of -E/n, already
@@ -365,39 +401,132 @@ def fit(
     generator gives the same noise as :func:`~symlib.inference.mfvi.fit` and a fit equal to float32
     rounding; with ``noise="fast"``, a fit with the same distribution (:class:`Noise`).
     """
-    n_models = q.mean["W1"].shape[0] if q.mean["W1"].ndim == 3 else None
-    if n_models is None:
-        raise ValueError("mfvi_batched.fit: q needs exactly one batch axis (models)")
-    prob = problem(model, x, y, n_models=n_models, n_samples=n_samples, lr=lr, n_steps=n_steps,
-                   anneal_fraction=anneal_fraction, learn_noise=learn_noise, kernels=kernels, noise=noise)
-    state = init(prob, q, noise_sd)
-    records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
-                                                "expected_log_likelihood", "kl", "noise_sd")}
-    sums: dict[str, Tensor] = {}
-    n_summed = 0
-    for t in tqdm(range(n_steps), desc=desc, disable=not progress, mininterval=1.0):
-        beta = mfvi.kl_weight(t, n_steps, anneal_fraction)
-        state, parts = step(prob, state, generator)
-        record = t % record_every == 0 or t == n_steps - 1
-        if not (record or average_records):
-            continue
+    run = _Run(model, q, x, y, n_steps=n_steps, n_samples=n_samples, lr=lr, generator=generator, noise_sd=noise_sd,
+               learn_noise=learn_noise, anneal_fraction=anneal_fraction, record_every=record_every,
+               average_records=average_records, kernels=kernels, noise=noise)
+    run.run(progress=progress, desc=desc)
+    return run.result()
+
+
+CHECKPOINT_FORMAT = 1
+
+
+def fit_resumable(model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor, *, checkpoint: str | Path,
+                  every_s: float = 120.0, budget_s: float | None = None, progress: bool = True,
+                  desc: str = "MFVI (batched)", **kwargs) -> ResumableFit:
+    """:func:`fit` in resumable pieces, as :func:`symlib.inference.mfvi_graph.fit_resumable` for
+    :func:`~symlib.inference.mfvi.fit`: the whole state (parameters, Adam's moments and count, the
+    generator, the records and their running sums) is written to ``checkpoint`` atomically at most
+    every ``every_s`` seconds; ``budget_s`` (None: no limit) stops the piece after that many seconds,
+    leaving its checkpoint (:func:`symlib.inference.loop.run`); a later call with the same arguments continues from it and gives the
+    numbers of an uninterrupted fit, bit for bit (one thread; the step is deterministic given the
+    generator). A checkpoint of other settings is refused by name.
+
+    Args:
+        checkpoint: the checkpoint file; if it exists the fit continues from it (a finished fit is
+            returned without training again).
+        kwargs: as for :func:`fit` (``n_steps``, ``n_samples``, ``lr``, ``generator``, ``noise``, ...).
+    """
+    run = _Run(model, q, x, y, **kwargs)
+    path = Path(checkpoint)
+    if path.is_file():
+        run.load(path)
+    if run.done < run.prob.n_steps:
+        run.run(checkpoint=path, every_s=every_s, budget_s=budget_s, progress=progress, desc=desc)
+        if not run.stopped:
+            run.save(path, run.wall_s)   # the finished fit: a later call returns it without training again
+    return ResumableFit(not run.stopped, run.result(), run.done, run.wall_s, run.pieces)
+
+
+class _Run:
+    """One fit's state between steps: the :class:`State`, the generator, the records and their sums."""
+
+    def __init__(self, model: mfvi.BayesMLP, q: mfvi.MeanField, x: Tensor, y: Tensor, *, n_steps: int,
+                 n_samples: int, lr: float, generator: torch.Generator, noise_sd: float | Tensor = 0.2,
+                 learn_noise: bool = False, anneal_fraction: float = 0.5, record_every: int = 100,
+                 average_records: bool = False, kernels: Kernels | str = Kernels.AUTO,
+                 noise: Noise | str = Noise.TORCH):
+        if q.mean["W1"].ndim != 3:
+            raise ValueError("mfvi_batched.fit: q needs exactly one batch axis (models)")
+        self.prob = problem(model, x, y, n_models=q.mean["W1"].shape[0], n_samples=n_samples, lr=lr,
+                            n_steps=n_steps, anneal_fraction=anneal_fraction, learn_noise=learn_noise,
+                            kernels=kernels, noise=noise)
+        self.state = init(self.prob, q, noise_sd)
+        self.generator, self.record_every, self.average = generator, record_every, average_records
+        self.records: dict[str, list] = {k: [] for k in ("step", "kl_weight", "elbo", "objective",
+                                                         "expected_log_likelihood", "kl", "noise_sd")}
+        self.sums: dict[str, Tensor] = {}
+        self.n_summed, self.done, self.wall_s, self.pieces, self.stopped = 0, 0, 0.0, 1, False
+        self.settings = {"n_steps": n_steps, "n_samples": n_samples, "lr": lr,
+                         "noise_sd": torch.as_tensor(noise_sd, dtype=torch.float64).flatten().tolist(),
+                         "learn_noise": learn_noise, "anneal_fraction": anneal_fraction, "record_every": record_every,
+                         "average_records": average_records, "kernels": self.prob.kernels.name,
+                         "noise": self.prob.noise.value, "shapes": {k: list(v.shape) for k, v in q.mean.items()}}
+
+    def run(self, *, checkpoint: Path | None = None, every_s: float = 120.0, budget_s: float | None = None,
+            progress: bool = False, desc: str = "MFVI (batched)") -> None:
+        """Step to the end in :func:`symlib.inference.loop.run`; with ``checkpoint``, save at most
+        every ``every_s`` seconds and stop after ``budget_s``."""
+        bar = tqdm(total=self.prob.n_steps - self.done, desc=desc, disable=not progress, mininterval=1.0)
+        save = None if checkpoint is None else lambda run, seconds: run.save(checkpoint, run.wall_s + seconds)
+        piece = loop.run(self, _Run._advance, done=_Run._done, total=self.prob.n_steps, save=save,
+                         every_s=every_s, budget_s=budget_s, on_step=lambda _: bar.update())
+        bar.close()
+        self.stopped = piece.stopped
+        self.wall_s += piece.seconds
+
+    def _advance(self) -> _Run:
+        """One step; the run, stepped in place, is :func:`symlib.inference.loop.run`'s state."""
+        self._step()
+        return self
+
+    def _done(self) -> int:
+        return self.done
+
+    def _step(self) -> None:
+        t, n_steps = self.done, self.prob.n_steps
+        beta = mfvi.kl_weight(t, n_steps, self.prob.anneal_fraction)
+        self.state, parts = step(self.prob, self.state, self.generator)
+        self.done += 1
+        record = t % self.record_every == 0 or t == n_steps - 1
+        if not (record or self.average):
+            return
         now = {"elbo": parts.expected_log_likelihood - parts.kl, "objective": parts.elbo,
                "expected_log_likelihood": parts.expected_log_likelihood, "kl": parts.kl}
-        if average_records:
-            sums = {k: sums.get(k, 0.0) + v for k, v in now.items()}
-            n_summed += 1
+        if self.average:
+            self.sums = {k: self.sums.get(k, 0.0) + v for k, v in now.items()}
+            self.n_summed += 1
         if record:
-            if average_records:
-                now, sums, n_summed = {k: v / n_summed for k, v in sums.items()}, {}, 0
-            records["step"].append(t)
-            records["kl_weight"].append(beta)
+            if self.average:
+                now, self.sums, self.n_summed = {k: v / self.n_summed for k, v in self.sums.items()}, {}, 0
+            self.records["step"].append(t)
+            self.records["kl_weight"].append(beta)
             for k, v in now.items():
-                records[k].append(v.numpy())
-            records["noise_sd"].append(state.params[:, -1].exp().numpy())
-    history = {k: (np.asarray(v) if k in ("step", "kl_weight") else np.moveaxis(np.asarray(v), 0, -1))
-               for k, v in records.items()}
-    final, log_noise = mean_field(prob, state)
-    return mfvi.FitResult(final, log_noise, history)
+                self.records[k].append(v.numpy())
+            self.records["noise_sd"].append(self.state.params[:, -1].exp().numpy())
+
+    def result(self) -> mfvi.FitResult:
+        history = {k: (np.asarray(v) if k in ("step", "kl_weight") else np.moveaxis(np.asarray(v), 0, -1))
+                   for k, v in self.records.items()}
+        final, log_noise = mean_field(self.prob, self.state)
+        return mfvi.FitResult(final, log_noise, history)
+
+    def save(self, path: Path, wall_s: float) -> None:
+        """Write everything the rest of the fit depends on (atomically)."""
+        payload = {"format": CHECKPOINT_FORMAT, "settings": self.settings, "done": self.done,
+                   "state": [t.clone() for t in self.state], "generator": self.generator.get_state(),
+                   "sums": {k: v.clone() for k, v in self.sums.items()}, "n_summed": self.n_summed,
+                   "records": self.records, "wall_s": wall_s, "pieces": self.pieces}
+        loop.write_checkpoint(Path(path), payload)
+
+    def load(self, path: Path) -> None:
+        """Continue from a checkpoint :meth:`save` wrote with the same settings."""
+        saved = loop.read_checkpoint(path, format=CHECKPOINT_FORMAT, settings=self.settings, what="fit")
+        self.state = State(*saved["state"])
+        self.generator.set_state(saved["generator"])
+        self.sums, self.n_summed, self.records = saved["sums"], saved["n_summed"], saved["records"]
+        self.done, self.wall_s = saved["done"], saved["wall_s"]
+        self.pieces = saved["pieces"] + (1 if saved["done"] < self.prob.n_steps else 0)
 
 
 # --------------------------------------------------------------------------- internals
@@ -427,11 +556,17 @@ def _noise_chunks(spec, any_ordered: bool, b: int, s: int, n: int) -> list[tuple
     return out
 
 
-def _draw_noise(prob: Problem, generator: torch.Generator) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
+def _draw_noise(prob: Problem, generator: torch.Generator) -> tuple[dict[int, Tensor], dict[int, Tensor], int | None]:
+    """The step's noise: the ordered biases' ``eps_b`` and the layers' ``eps`` by layer, and the key of
+    the fast generator (None with torch's noise). With fast noise and the C routine, ``eps`` is empty:
+    the routine draws the layers' noise itself from the key."""
     spec, n = prob.model.spec, prob.x.shape[-2]
     chunks = _noise_chunks(spec, prob.ordered is not None, prob.n_models, prob.n_samples, n)
+    key = None
     if prob.noise is Noise.FAST:
         key = int(torch.randint(0, 2**62, (), generator=generator))
+        if prob.fused:
+            chunks = [c for c in chunks if c[0][0] == "b"]
         parts = prob.kernels.normal(sum(c for _, c in chunks), key).split([c for _, c in chunks])
     elif prob.one_draw:
         # one call: torch's CPU sampler works in blocks of 16, so this is the per-layer stream
@@ -442,7 +577,7 @@ def _draw_noise(prob: Problem, generator: torch.Generator) -> tuple[dict[int, Te
     eps_b, eps = {}, {}
     for ((kind, l, shape), _), part in zip(chunks, parts, strict=True):
         (eps_b if kind == "b" else eps)[l] = part.view(shape)
-    return eps_b, eps
+    return eps_b, eps, key
 
 
 def _kl(prob: Problem, theta: Tensor) -> Tensor:
@@ -468,9 +603,10 @@ def _kl(prob: Problem, theta: Tensor) -> Tensor:
     return kl + torch.where(prob.ordered, ordered_kl, torch.zeros_like(ordered_kl))
 
 
-def _likelihood(prob: Problem, small: dict[str, Tensor], log_noise: Tensor, eps: dict[int, Tensor]):
+def _likelihood(prob: Problem, small: dict[str, Tensor], log_noise: Tensor, eps: dict[int, Tensor], key=None):
     """The expected log-likelihood ``E (B,)`` and, by hand, the gradients of ``-(1/n) sum E`` w.r.t.
-    the small tensors and w.r.t. ``log sigma_n`` (``(B,)``).
+    the small tensors and w.r.t. ``log sigma_n`` (``(B,)``), by batched matmuls and torch passes
+    (``key`` is unused: the noise is in ``eps``).
 
     Forward, layer ``l >= 2`` (rows = samples x points, per model):
         a = f(h), mu = a Wm + h O^T, sd = sqrt(a^2 Wv + bvar), h_l = mu + brow + sd eps.
@@ -539,4 +675,32 @@ def _likelihood(prob: Problem, small: dict[str, Tensor], log_noise: Tensor, eps:
     dmu1, dsd1, dbrow1 = torch.empty(b, n, w1), torch.empty(b, n, w1), torch.empty(b, s, w1)
     kern.first_bwd(g.view(b, s, n, w1), eps[1], dmu1, dsd1, dbrow1)
     grads.update(mu1=dmu1, sd1=dsd1, brow1=dbrow1)
+    return expected, grads, grad_log_noise
+
+
+def _likelihood_fused(prob: Problem, small: dict[str, Tensor], log_noise: Tensor, eps: dict[int, Tensor],
+                      key: int | None):
+    """:func:`_likelihood` by the C routine (:meth:`~symlib.inference._mfvi_kernels.CKernels.network`):
+    the same three results from ``sq[m] = sum_{s,i} (y_i - f)^2 / sigma_m^2``,
+
+        E = -sq / (2 S) - n N_L (log sigma_n + log(2 pi) / 2),   d(-sum E / n)/d log sigma_n = -(sq - S n N_L) / (S n),
+
+    with the layers' noise from ``eps`` or, given ``key``, from the routine's own generator."""
+    spec, s, n = prob.model.spec, prob.n_samples, prob.x.shape[-2]
+    n_layers, n_out = spec.n_layers, spec.widths[-1]
+    layers = {"wm": {l: small[f"wm{l}"] for l in range(2, n_layers + 1)},
+              "wv": {l: small[f"wv{l}"] for l in range(2, n_layers + 1)},
+              "skip": {l: o for l, o in prob.skips.items() if l >= 2},
+              "skip_mask": {l: mk for l, mk in prob.skip_masks.items() if l >= 2},
+              "brow": {l: small[f"brow{l}"] for l in range(1, n_layers + 1)},
+              "bvar": {l: small[f"bvar{l}"] for l in range(2, n_layers + 1)},
+              "eps": eps}
+    sq, g = prob.kernels.network(spec.widths, layers, small["mu1t"], small["sd1t"], prob.y, log_noise, s, key=key)
+    expected = -0.5 * sq / s - n * n_out * (log_noise + 0.5 * _LOG_2PI)
+    grad_log_noise = -(sq - s * n * n_out) / (s * n)
+    grads = {"mu1t": g["mu1t"], "sd1t": g["sd1t"]}
+    for l in range(1, n_layers + 1):
+        grads[f"brow{l}"] = g["brow"][l]
+        if l >= 2:
+            grads[f"wm{l}"], grads[f"wv{l}"], grads[f"bvar{l}"] = g["wm"][l], g["wv"][l], g["bvar"][l]
     return expected, grads, grad_log_noise

@@ -92,27 +92,32 @@ def test_smoke_run_is_cached_and_deterministic(smoke, tmp_path, monkeypatch):
 
 def test_the_sinc_fit_in_pieces_gives_the_numbers_of_one_fit(tmp_path, monkeypatch):
     """Stopped at its budget after every step and continued from its checkpoint, the sinc run
-    gives the numbers of one uninterrupted run (whose steps are ``mfvi.fit``'s on the CPU:
-    tests/inference/test_mfvi_graph.py)."""
+    gives the numbers of one uninterrupted run, with either VI engine (``mfvi_batched_fast``, every
+    profile's: tests/inference/test_mfvi_batched.py; ``mfvi``, whose steps are ``mfvi.fit``'s on
+    the CPU: tests/inference/test_mfvi_graph.py)."""
     from symlib.inference.loop import BudgetExhausted
 
-    profile = get_profile("01_ortho_skip", "smoke")
-    whole = stages.sinc_experiment(profile, 0, torch.device("cpu"))
-    assert whole["timing"]["pieces"] == 1
-    path, stopped = tmp_path / "ck.pt", 0
-    while True:
-        try:
-            # a deadline long past: every piece takes one step, then stops
-            got = stages.sinc_experiment(profile, 0, torch.device("cpu"), checkpoint=path, deadline=0.0)
-            break
-        except BudgetExhausted as err:
-            stopped += 1
-            assert path.is_file() and "run again" in str(err)
-    assert stopped == profile.n_steps - 1 and got["timing"]["pieces"] == profile.n_steps
-    assert got["metrics"] == whole["metrics"] and got["reference"] == whole["reference"]
-    for k, v in whole["history"].items():
-        assert np.array_equal(got["history"][k], v), k
-    assert np.array_equal(got["fits"]["mean"], whole["fits"]["mean"])
+    smoke = get_profile("01_ortho_skip", "smoke")
+    assert smoke.vi_engine == "mfvi_batched_fast"
+    for profile in (smoke, dataclasses.replace(smoke, vi_engine="mfvi")):
+        whole = stages.sinc_experiment(profile, 0, torch.device("cpu"))
+        assert whole["timing"]["pieces"] == 1
+        path, stopped = tmp_path / f"ck-{profile.vi_engine}.pt", 0
+        while True:
+            try:
+                # a deadline long past: every piece takes one step, then stops
+                got = stages.sinc_experiment(profile, 0, torch.device("cpu"), checkpoint=path, deadline=0.0)
+                break
+            except BudgetExhausted as err:
+                stopped += 1
+                assert path.is_file() and "run again" in str(err)
+        assert stopped == profile.n_steps - 1 and got["timing"]["pieces"] == profile.n_steps
+        assert got["metrics"] == whole["metrics"] and got["reference"] == whole["reference"]
+        for k, v in whole["history"].items():
+            assert np.array_equal(got["history"][k], v), k
+        assert np.array_equal(got["fits"]["mean"], whole["fits"]["mean"])
+    with pytest.raises(ValueError, match="vi_engine"):
+        stages.sinc_experiment(dataclasses.replace(smoke, vi_engine="other"), 0, torch.device("cpu"))
 
 
 def test_a_stage_checkpoints_where_its_settings_say_and_spends_the_checkpoint(smoke, tmp_path, monkeypatch):

@@ -59,6 +59,11 @@ class OrthoSkipProfile:
     """Layers with a fixed O_l (:class:`symlib.nn.orthoskip.SkipPlacement`) [open: all, 1..L+1]."""
     record_every: int = 100
     """Iterations between two points of the recorded training curves."""
+    vi_engine: str = "mfvi_batched_fast"
+    """How the VI fits are computed (:data:`symlib.chapters.ortho_skip.stages.VI_ENGINES`):
+    ``"mfvi_batched_fast"``, one C routine per step on the CPU with counter-based Monte Carlo noise
+    (the same distribution as ``torch.randn``'s, other numbers), or ``"mfvi"``, ``mfvi.fit``'s steps
+    on the stage's device (one CUDA graph per step on a GPU) with ``torch.randn``'s noise."""
     gap_widths: tuple[int, ...] = (1, 4, 4, 1)
     """Network whose whole permutation group (4!^2 = 576 copies) the gap estimator enumerates."""
     gap_max_scale: float = 10.0

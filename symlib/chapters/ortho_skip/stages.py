@@ -27,13 +27,25 @@ seed itself) and derive their generators from it by purpose (:func:`legacy_gener
 SeedSequence ``[seed, purpose index]``), as before; the sweep reuses the main run's data and
 initial means on purpose. Moving onto named streams is issue 27, step 5.
 
-Pieces: the VI fit of every sinc run goes through
-:func:`symlib.inference.mfvi_graph.fit_resumable` (on a GPU each step one CUDA graph; on the CPU
-the same steps as :func:`symlib.inference.mfvi.fit`, bit for bit), checkpointed under
-``<cache>/checkpoints/`` (:func:`checkpoint_path`): at the run's deadline (``ctx.deadline``, from
-``$SYMLIB_BUDGET_S``) a fit stops with its checkpoint written and the stage raises
-:class:`~symlib.inference.loop.BudgetExhausted`; the next run continues it, so the
-`paper` profile's 200,000 steps go in pieces across short GPU allocations.
+VI engine (profile field ``vi_engine``, :data:`VI_ENGINES`): the VI fit of every sinc run goes through
+
+* ``"mfvi_batched_fast"`` (every profile's choice): :func:`symlib.inference.mfvi_batched.fit_resumable`
+  with :attr:`~symlib.inference.mfvi_batched.Noise.FAST`, on the CPU whatever the stage's device:
+  the same objective and Adam steps as :func:`symlib.inference.mfvi.fit`, computed by one C routine
+  per step, with the Monte Carlo noise from a counter-based generator keyed by one number per step
+  drawn from the ``fit`` stream (:func:`legacy_generator`) -- the same distribution as
+  ``mfvi.fit``'s draws, other numbers (tests/inference/test_mfvi_batched.py compares the fitted
+  posteriors across seeds). About 4x ``mfvi.fit``'s steps per second on one core
+  (benchmarks/bench_orthoskip_step.py), which puts the `paper` profile's 200,000 steps within a
+  CPU run;
+* ``"mfvi"``: :func:`symlib.inference.mfvi_graph.fit_resumable` on the stage's device (on a GPU each
+  step one CUDA graph; on the CPU the steps of :func:`symlib.inference.mfvi.fit`, bit for bit),
+  with the noise drawn by ``torch.randn`` from the ``fit`` stream.
+
+Either is checkpointed under ``<cache>/checkpoints/`` (:func:`checkpoint_path`): at the run's
+deadline (``ctx.deadline``, from ``$SYMLIB_BUDGET_S``) a fit stops with its checkpoint written and
+the stage raises :class:`~symlib.inference.loop.BudgetExhausted`; the next run continues it to the
+numbers of an uninterrupted fit, so the `paper` profile's 200,000 steps may go in pieces.
 
 Threads: one torch intra-op thread on the CPU while a stage computes (restored afterwards).
 Each op here touches only ~10^5 numbers, so a second thread gains little, while on a busy
@@ -60,7 +72,7 @@ from symlib.book.data import sinc_function, sinc_regression
 from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.ortho_skip import gap as gap_lib
-from symlib.inference import mfvi, mfvi_graph
+from symlib.inference import mfvi, mfvi_batched, mfvi_graph
 from symlib.inference.loop import seconds_left
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices
@@ -74,6 +86,7 @@ __all__ = [
     "STAGE_CODE",
     "VARIANTS",
     "VERSION",
+    "VI_ENGINES",
     "checkpoint_path",
     "compute",
     "gap_experiment",
@@ -85,8 +98,12 @@ __all__ = [
     "sinc_experiment",
 ]
 
-VERSION = "2"
-"""Bump when a code change alters the cached results (2: recorded ELBO curves are interval means)."""
+VERSION = "3"
+"""Bump when a code change alters the cached results (2: recorded ELBO curves are interval means;
+3: the VI fit by the ``vi_engine`` of the profile, ``mfvi_batched_fast`` in every profile)."""
+
+VI_ENGINES = ("mfvi_batched_fast", "mfvi")
+"""The VI fits' engines (module docstring)."""
 
 VARIANTS = (
     {"name": "plain", "label": "No skip & no bias constr.", "skip": False, "ordered": False},
@@ -111,7 +128,7 @@ budget of a fit: the Monte Carlo samples per step and the number of steps (the p
 SINC_FIELDS = (
     "hidden_widths", "n_train", "n_test", "n_grid", "x_plot", "frequency", "amplitude", "noise_sd",
     "skip_placement", "init_sd", "n_steps", "n_train_samples", "learning_rate", "learn_noise",
-    "anneal_fraction", "record_every", "n_test_samples", "prior_kl_threshold",
+    "anneal_fraction", "record_every", "n_test_samples", "prior_kl_threshold", "vi_engine",
 )
 """The profile fields :func:`sinc_experiment` reads."""
 
@@ -205,8 +222,8 @@ def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str
                     deadline: float | None = None) -> dict:
     """The four :data:`VARIANTS` fitted to the sinc data side by side, and their metrics.
 
-    The fit is :func:`symlib.inference.mfvi_graph.fit_resumable`'s: ``checkpoint`` is its file
-    (an existing one is continued; None: a temporary file, so the fit cannot be continued). At
+    The fit is by the profile's ``vi_engine`` (module docstring): ``checkpoint`` is its file (an
+    existing one is continued; None: a temporary file, so the fit cannot be continued). At
     ``deadline`` (seconds since the epoch: the stage's
     :attr:`~symlib.book.chapter.StageContext.deadline`; None: no limit) it stops with its
     checkpoint written and :class:`~symlib.inference.loop.BudgetExhausted` is raised.
@@ -227,19 +244,19 @@ def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str
     skips = skip_matrices(spec, legacy_generator(seed, "skips"), placement=profile.skip_placement)
     has_skip = torch.tensor([v["skip"] for v in VARIANTS])
     batched_skips = {k: torch.where(has_skip[:, None, None], o, torch.zeros_like(o)) for k, o in skips.items()}
-    model = mfvi.BayesMLP(
-        spec,
-        {k: v.to(device) for k, v in batched_skips.items()},
-        torch.tensor([v["ordered"] for v in VARIANTS], device=device),
-    )
+    ordered = torch.tensor([v["ordered"] for v in VARIANTS])
     base = init_mlp(spec, legacy_generator(seed, "init"))
-    params = {k: v.expand(n_var, *v.shape).clone().to(device) for k, v in base.items()}
-    q0 = mfvi.mean_field_from_params(model, params, init_sd=profile.init_sd)
-    x, y, x_test, y_test, x_grid = (t.to(device) for t in (x, y, x_test, y_test, x_grid))
-
+    params = {k: v.expand(n_var, *v.shape).clone() for k, v in base.items()}
+    if profile.vi_engine not in VI_ENGINES:
+        raise ValueError(f"vi_engine {profile.vi_engine!r} is not one of {', '.join(VI_ENGINES)}")
+    # the batched engine fits on the CPU; predictions and metrics are on the stage's device
+    fit_device = torch.device("cpu") if profile.vi_engine == "mfvi_batched_fast" else device
+    fit_model = mfvi.BayesMLP(spec, {k: v.to(fit_device) for k, v in batched_skips.items()}, ordered.to(fit_device))
+    q0 = mfvi.mean_field_from_params(fit_model, {k: v.to(fit_device) for k, v in params.items()},
+                                     init_sd=profile.init_sd)
     fit_kw = {
         "n_steps": profile.n_steps, "n_samples": profile.n_train_samples, "lr": profile.learning_rate,
-        "generator": legacy_generator(seed, "fit", device), "noise_sd": profile.noise_sd,
+        "generator": legacy_generator(seed, "fit", fit_device), "noise_sd": profile.noise_sd,
         "learn_noise": profile.learn_noise, "anneal_fraction": profile.anneal_fraction,
         "record_every": profile.record_every, "desc": "chapter 1: VI, 4 variants",
         "budget_s": seconds_left(deadline),
@@ -247,16 +264,26 @@ def sinc_experiment(profile, seed: int, device: torch.device, *, checkpoint: str
         # spikes at twice the typical ELBO, the mean of the estimates between records has not
         "average_records": True,
     }
+    if profile.vi_engine == "mfvi_batched_fast":
+        fit_resumable = mfvi_batched.fit_resumable
+        fit_kw.update(kernels=mfvi_batched.Kernels.C, noise=mfvi_batched.Noise.FAST)
+    else:
+        fit_resumable = mfvi_graph.fit_resumable
+    x_fit, y_fit = x.to(fit_device), y.to(fit_device)
     if checkpoint is None:
         with tempfile.TemporaryDirectory(prefix="symlib-vi-") as folder:
-            fitted = mfvi_graph.fit_resumable(model, q0, x, y, checkpoint=Path(folder) / "vi.pt", **fit_kw)
+            fitted = fit_resumable(fit_model, q0, x_fit, y_fit, checkpoint=Path(folder) / "vi.pt", **fit_kw)
     else:
-        fitted = mfvi_graph.fit_resumable(model, q0, x, y, checkpoint=checkpoint, **fit_kw)
+        fitted = fit_resumable(fit_model, q0, x_fit, y_fit, checkpoint=checkpoint, **fit_kw)
     result = fitted.require_complete().fit
     train_s = fitted.wall_time_s
 
     t1 = time.perf_counter()
-    q, noise = result.q, result.log_noise_sd.exp()
+    model = mfvi.BayesMLP(spec, {k: v.to(device) for k, v in batched_skips.items()}, ordered.to(device))
+    x, y, x_test, y_test, x_grid = (t.to(device) for t in (x, y, x_test, y_test, x_grid))
+    q = mfvi.MeanField({k: v.to(device) for k, v in result.q.mean.items()},
+                       {k: v.to(device) for k, v in result.q.log_sd.items()})
+    noise = result.log_noise_sd.to(device).exp()
     gen = legacy_generator(seed, "predict", device)
     s_test = profile.n_test_samples
     with torch.no_grad():
