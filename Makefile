@@ -101,7 +101,7 @@ chapters: ## list the chapters
 	@printf '%s\n' $(CHAPTER_NAMES)
 
 publish: $(STAMP) ## copy a finished full run to published/full/ (TIER=paper: a paper run; no CHAPTER: all)
-	$(PY) -m symlib.book.published publish --tier $(TIER) $(CHAPTER)
+	$(PY) -m symlib.book.records publish --tier $(TIER) $(CHAPTER)
 
 compare: $(STAMP) ## compare a rerun (results/CHAPTER.json) with its published TIER record and print what moved
 	$(PY) -m symlib.book.rerun --tier $(TIER) --rtol $(RTOL) $(CHAPTER)

@@ -102,7 +102,7 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   # the book says how far the run got: its pieces file, copied to published/paper/progress/,
   # and (chapters 5 and 6) the length, R-hat and ESS so far of the HMC runs in progress, as the
   # piece read them on the device (results/progress/; none there: no run in progress)
-  "$PY" -m symlib.book.published progress "$ch" "$dir/results/pieces/$ch.json"
+  "$PY" -m symlib.book.records progress "$ch" "$dir/results/pieces/$ch.json"
   # the state also goes to the tracked carry/ (entries and checkpoints of at most CARRY_LIMIT_MIB
   # each as stored, large ones xz-compressed, and the pieces file): committed, it survives a
   # replaced machine, which .paper-carry/ does not; the next piece loads it where its unpacked

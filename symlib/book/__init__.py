@@ -24,7 +24,7 @@ __all__ = ["cache", "chapter", "data", "parallel", "pipeline", "plotting", "prof
 
 LAYERS = {
     "run": ("pipeline", "apidoc", "readme", "rerun", "same_numbers", "bridges", "compare", "side_by_side",
-            "carry", "checkpoint_names", "provenance", "linkcheck"),
+            "carry", "checkpoint_names", "provenance", "linkcheck", "records"),
     "chapter": ("chapter",),
     "render": ("tables", "published", "ledger", "cards", "words"),
     "contract": ("runtime", "parallel", "checkpoints", "preconditions", "pieces", "results", "cache", "codehash"),

@@ -103,7 +103,7 @@ BOOK_ROLES: dict[str, str] = {
     # run: executes, compares, publishes and carries runs; hashes code
     "pipeline": "run", "published": "run", "provenance": "run", "paths": "run", "side_by_side": "run",
     "compare": "run", "pieces": "run", "carry": "run", "checkpoints": "run", "equivalence": "run",
-    "same_numbers": "run", "rerun": "run", "bridges": "run", "checkpoint_names": "run",
+    "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run", "checkpoint_names": "run",
 }
 """The role of every module of ``symlib/book`` (a test checks that none is missing), which decides
 what its code counts for (:data:`HASH_SCHEME` 5):

@@ -9,19 +9,15 @@ notebook). Only :func:`publish` writes there (``make publish CHAPTER=...``); the
 puts the most converged tier in front (:func:`records`), marks a record whose profile or code
 changed since (:func:`staleness`) and never fails on that.
 
-    python -m symlib.book.published publish [--tier full|paper] [CHAPTER ...]   # after such runs
-    python -m symlib.book.published lost CHAPTER --why "..."   # a run in progress lost its state
-    python -m symlib.book.published rehash [CHAPTER ...]   # current records, under a new hash scheme
+Its command line is :mod:`symlib.book.records` (``python -m symlib.book.records publish ...``).
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
 import shutil
-import sys
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -624,7 +620,7 @@ def restarted(tier: str = "paper") -> list[str]:
         found.append(f"{chapter}: its {tier} run in progress ({_run_compute(run)}, {_run_dates(run)}) ran compute "
                      f"code {run['code_hash']}, this checkout's is {now}, so its next piece starts the run again. "
                      f"Undo the edit of the code that computes, or, where the restart is meant, record it: "
-                     f"python -m symlib.book.published lost {chapter} --tier {tier} --why \"the code that computes "
+                     f"python -m symlib.book.records lost {chapter} --tier {tier} --why \"the code that computes "
                      f"changed: ...\"")
     return found
 
@@ -662,68 +658,3 @@ def tier_summary(record: dict | None, stale: list[str] | None = None) -> str:
     line = (f"{'; '.join(tallies)} (computed on {computed.get('device') or record['device']} in {took}, "
             f"commit {commit}{f'; published {date}' if date else ''})")
     return line + (f" — from an older version of the code: {'; '.join(stale)}" if stale else "")
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m symlib.book.published", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    pub = sub.add_parser("publish", help="copy finished runs of a tier to published/<tier>/")
-    pub.add_argument("chapters", nargs="*", help="default: every chapter with a results file of the tier")
-    pub.add_argument("--tier", default=TIER, choices=TIERS, help=f"the profile published (default {TIER})")
-    prog = sub.add_parser("progress", help="record a run in progress: copy its pieces file to "
-                                           "published/<tier>/progress/<chapter>.json")
-    prog.add_argument("chapter")
-    prog.add_argument("pieces_file", help="the run's <results>/pieces/<chapter>.json")
-    prog.add_argument("--tier", default="paper", choices=TIERS)
-    gone = sub.add_parser("lost", help="a run in progress lost its state: move its progress files to "
-                                       "published/<tier>/progress/<chapter>.lost.json")
-    gone.add_argument("chapter")
-    gone.add_argument("--why", required=True, help="what took the state (it is shown in the book)")
-    gone.add_argument("--tier", default="paper", choices=TIERS)
-    again = sub.add_parser("rehash", help="re-express current published records under this version's "
-                                          "hash scheme, in place (nothing is computed)")
-    again.add_argument("chapters", nargs="*", help="default: every published chapter")
-    again.add_argument("--tier", choices=TIERS, help="default: both tiers")
-    sub.add_parser("seal", help="write the integrity digest into published records that carry none")
-    args = parser.parse_args(argv)
-    if args.command == "seal":
-        for chapter, tier, what in seal():
-            print(f"[symlib] {tier}/{chapter}: {what}")
-        return
-    if args.command == "rehash":
-        for chapter, tier, what in rehash(args.chapters, [args.tier] if args.tier else None):
-            print(f"[symlib] {tier}/{chapter}: {what}")
-        return
-    if args.command == "lost":
-        try:
-            out = record_lost(args.chapter, args.why, tier=args.tier)
-        except (FileNotFoundError, ValueError) as err:
-            raise SystemExit(f"{args.chapter}: {err}") from None
-        print(f"[symlib] {args.chapter}: {progress_summary(args.chapter, args.tier)} -> {out}")
-        return
-    if args.command == "progress":
-        try:
-            out = record_progress(args.chapter, Path(args.pieces_file), tier=args.tier)
-        except (FileNotFoundError, ValueError) as err:
-            raise SystemExit(f"{args.chapter}: {err}") from None
-        print(f"[symlib] {args.chapter}: {progress_summary(args.chapter, args.tier) or 'complete'} -> {out}")
-        warning = pieces.stalled(json.loads(out.read_text()), args.tier)
-        if warning:
-            print(f"[symlib] WARNING {args.chapter}: {warning}", file=sys.stderr, flush=True)
-        return
-    chapters = args.chapters or sorted(
-        p.stem for p in results_dir().glob("*.json")
-        if json.loads(p.read_text()).get("profile") == args.tier and p.stem != "reproducibility"
-    )
-    if not chapters:
-        raise SystemExit(f"no `{args.tier}` results in {results_dir()}: run `make book PROFILE={args.tier}` first")
-    for chapter in chapters:
-        try:
-            out = publish(chapter, tier=args.tier)
-        except (FileNotFoundError, ValueError) as err:
-            raise SystemExit(f"{chapter}: {err}") from None
-        print(f"[symlib] published {chapter} -> {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -579,7 +579,7 @@ def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path
 
 def test_no_published_record_is_left_to_rehash():
     # a current record left on an older scheme would be made stale by a prose edit of its notebook,
-    # which a finished paper run (its cache deleted) cannot undo: `python -m symlib.book.published rehash`
+    # which a finished paper run (its cache deleted) cannot undo: `python -m symlib.book.records rehash`
     from symlib.book import published
 
     for tier in published.TIERS:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from symlib.book import pieces
+from symlib.book import pieces, records
 from symlib.book import published as pub
 from symlib.book.provenance import (
     compute_code_hash,
@@ -338,12 +338,12 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
     for _ in range(2):
         pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=480, outcome="budget",
                          directory=results, code_hash="older", note=lost)
-    pub.main(["progress", "05_rebasin_hmc", str(src)])
+    records.main(["progress", "05_rebasin_hmc", str(src)])
     err = capsys.readouterr().err
     assert err.startswith("[symlib] WARNING 05_rebasin_hmc: the last two pieces were both stopped inside a unit")
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="h")
-    pub.main(["progress", "05_rebasin_hmc", str(src)])
+    records.main(["progress", "05_rebasin_hmc", str(src)])
     assert capsys.readouterr().err == ""
     assert pub.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
     assert pub.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
@@ -396,7 +396,7 @@ def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, 
     pub.record_progress("05_rebasin_hmc", src)
     assert pub.progress_summary("05_rebasin_hmc") is None
     with pytest.raises(SystemExit, match="no `paper` run"):
-        pub.main(["lost", "05_rebasin_hmc", "--why", "x"])
+        records.main(["lost", "05_rebasin_hmc", "--why", "x"])
 
 
 def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_recorded(tmp_path, monkeypatch):
@@ -418,7 +418,7 @@ def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_reco
     assert line.startswith("05_rebasin_hmc: its paper run in progress (1 piece, 7 minutes of device compute on "
                            "cuda (H100), 2026-12-07) ran compute code 0123456789abcdef, this checkout's is "
                            f"{compute_code_hash('05_rebasin_hmc')}")
-    assert line.endswith('python -m symlib.book.published lost 05_rebasin_hmc --tier paper --why "the code '
+    assert line.endswith('python -m symlib.book.records lost 05_rebasin_hmc --tier paper --why "the code '
                          'that computes changed: ..."')
     assert pub.restarted("full") == []
     pub.record_lost("05_rebasin_hmc", "the code that computes changed: a test")
