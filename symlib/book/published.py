@@ -37,6 +37,7 @@ from symlib.book.codehash import (
     stale_code_groups,
 )
 from symlib.book.data import data_hash
+from symlib.book.equivalence import equivalent
 from symlib.book.ledger import COLUMNS, column_outcome
 from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.pieces import in_progress
@@ -261,7 +262,7 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
             computed["pieces"] = run
         return computed
     mine = _stage_hashes(record)
-    if (previous or {}).get("computed") and _stage_hashes(previous) == mine:
+    if (previous or {}).get("computed") and _same_stage_code(record, previous):
         return previous["computed"]
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
@@ -281,6 +282,24 @@ def _stage_hashes(record: dict) -> set:
     groups = (record.get("provenance") or {}).get("computed_with")
     return {g.get("code_hash") for g in groups if isinstance(g, dict) and g.get("code_hash")} \
         if isinstance(groups, list) else set()
+
+
+def _stage_code(record: dict) -> dict[str, str]:
+    """``{stage experiment: code hash}`` of a record's ``provenance.computed_with``."""
+    groups = (record.get("provenance") or {}).get("computed_with")
+    return {stage: g["code_hash"] for g in groups or [] if isinstance(g, dict) and g.get("code_hash")
+            for stage in g.get("stages") or []}
+
+
+def _same_stage_code(record: dict, previous: dict) -> bool:
+    """Whether two records' numbers were computed by the same stage code: the same stages, each
+    with the same hash or hashes the registry of equivalences joins (a record re-rendered from
+    entries of an older hash scheme names their hashes; the record it replaces, rehashed, the
+    new scheme's)."""
+    a, b = _stage_code(record), _stage_code(previous)
+    if not a or a.keys() != b.keys():
+        return _stage_hashes(record) == _stage_hashes(previous) and bool(_stage_hashes(record))
+    return all(equivalent(stage, a[stage], b[stage]) for stage in a)
 
 
 def _combined_hash(record: dict) -> str | None:

@@ -485,3 +485,25 @@ def test_rehash_names_an_unparsable_record(tmp_path):
     (tmp_path / "full" / "01_ortho_skip.json").write_text('{"chapter": <<<<<<< HEAD')
     with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON"):
         pub.rehash(dest_root=tmp_path, tiers=["full"])
+
+
+def test_a_rerender_keeps_the_compute_account_of_the_record_it_replaces_across_a_proven_equivalence(tmp_path, monkeypatch):
+    """A record re-rendered from cache entries that name an older scheme's stage hashes replaces a
+    record (rehashed) that names the new ones: the registry of equivalences joins them, so the
+    account of where the numbers were computed carries over; without the join it is refused."""
+    from symlib.book import equivalence
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    stages = ["04_constrained_models-synth", "04_constrained_models-prior"]
+    old = {"provenance": {"computed_with": [{"code_hash": "a" * 16, "stages": stages}]}, "rendered_from_cache": True,
+           "chapter": "04_constrained_models", "profile": "paper"}
+    previous = {"computed": {"device": "cpu", "compute_time": "60351 s"},
+                "provenance": {"computed_with": [{"code_hash": "b" * 16, "stages": stages}]}}
+    with pytest.raises(ValueError, match="re-rendered from the cache"):
+        pub._computed(old, previous, tmp_path / "results" / "04_constrained_models.json")
+    equivalence.add([(s, "a" * 16, "b" * 16) for s in stages], "test: proven")
+    assert pub._computed(old, previous, tmp_path / "results" / "04_constrained_models.json") == previous["computed"]
+    other = dict(old, provenance={"computed_with": [{"code_hash": "a" * 16, "stages": stages[:1]}]})
+    with pytest.raises(ValueError):   # other stages: not the same numbers
+        pub._computed(other, previous, tmp_path / "results" / "04_constrained_models.json")
