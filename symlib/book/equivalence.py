@@ -26,7 +26,7 @@ from pathlib import Path
 
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["REGISTRY_NAME", "add", "entries", "equivalent", "registry_path"]
+__all__ = ["REGISTRY_NAME", "add", "entries", "equivalent", "joined", "registry_path"]
 
 REGISTRY_NAME = "code_equivalences.json"
 """The registry's file name, in ``published/``."""
@@ -75,6 +75,21 @@ def equivalent(experiment: str, recorded: str | None, current: str | None, *, pa
                     seen.add(y)
                     frontier.append(y)
     return False
+
+
+def joined(experiment: str, current: str, *, path: Path | None = None) -> set[str]:
+    """Every stage code hash the registry joins to ``current`` for ``experiment`` (``current``
+    included): the hashes whose results are those ``current`` computes."""
+    pairs = [(e["from"], e["to"]) for e in entries(path) if e["experiment"] == experiment]
+    seen, frontier = {current}, [current]
+    while frontier:
+        node = frontier.pop()
+        for a, b in pairs:
+            for x, y in ((a, b), (b, a)):
+                if x == node and y not in seen:
+                    seen.add(y)
+                    frontier.append(y)
+    return seen
 
 
 def add(pairs: Iterable[tuple[str, str, str]], evidence: str, *, path: Path | None = None) -> list[dict]:

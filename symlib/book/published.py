@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import shutil
 import warnings
@@ -37,7 +38,7 @@ from symlib.book.codehash import (
     stale_code_groups,
 )
 from symlib.book.data import data_hash
-from symlib.book.equivalence import equivalent
+from symlib.book.equivalence import equivalent, joined
 from symlib.book.ledger import COLUMNS, column_outcome
 from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.pieces import in_progress
@@ -267,7 +268,7 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
-    if complete and complete[-1].get("code_hash") in mine | {_combined_hash(record)}:
+    if complete and complete[-1].get("code_hash") in mine | _combined_hashes(record):
         run = pieces.account(log, profile)
         return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
                 "code_hash": (record.get("provenance") or {}).get("code_hash"),
@@ -300,6 +301,23 @@ def _same_stage_code(record: dict, previous: dict) -> bool:
     if not a or a.keys() != b.keys():
         return _stage_hashes(record) == _stage_hashes(previous) and bool(_stage_hashes(record))
     return all(equivalent(stage, a[stage], b[stage]) for stage in a)
+
+
+def _combined_hashes(record: dict, limit: int = 4096) -> set[str]:
+    """The compute code hashes (:func:`_combined_hash`) a run's pieces may have recorded for the code
+    that computed ``record``: a stage the record names no entry of (it caches nothing) counts with
+    any hash the registry of equivalences joins to its hash in this checkout (the run that computed
+    the entries may have hashed it under an older scheme, or before a proven move)."""
+    parts = _stage_code(record)
+    chapter = record.get("chapter")
+    if not parts or not isinstance(chapter, str):
+        return set()
+    missing = [e for e in stage_experiments(chapter) if e not in parts]
+    options = [sorted(joined(e, stage_code_hash(e))) for e in missing]
+    out = set()
+    for combo in itertools.islice(itertools.product(*options), limit):
+        out.add(combined_code_hash({**parts, **dict(zip(missing, combo, strict=True))}))
+    return out
 
 
 def _combined_hash(record: dict) -> str | None:

@@ -507,3 +507,28 @@ def test_a_rerender_keeps_the_compute_account_of_the_record_it_replaces_across_a
     other = dict(old, provenance={"computed_with": [{"code_hash": "a" * 16, "stages": stages[:1]}]})
     with pytest.raises(ValueError):   # other stages: not the same numbers
         pub._computed(other, previous, tmp_path / "results" / "04_constrained_models.json")
+
+
+def test_a_rerender_finds_pieces_that_hashed_its_uncached_stages_under_older_code(tmp_path, monkeypatch):
+    """The run that computed a re-rendered record's entries hashed its uncached stages as its own
+    code did (an older scheme, or before a proven move): the pieces' compute code hash is found
+    when the registry joins each such stage's old hash to this checkout's; without the join the
+    re-render is refused."""
+    from symlib.book import equivalence
+    from symlib.book.provenance import combined_code_hash
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    chapter = "04_constrained_models"
+    cached = [f"{chapter}-{s}" for s in ("boston_fits", "prior", "robust_boston_fits", "robust_synth", "synth")]
+    uncached = sorted(set(stage_experiments(chapter)) - set(cached))
+    old = {e: "a" * 16 for e in stage_experiments(chapter)}     # every stage's hash then
+    record = {"chapter": chapter, "profile": "paper", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": [{"code_hash": "a" * 16, "stages": cached}]}}
+    path = tmp_path / "results" / f"{chapter}.json"
+    pieces.log_piece(chapter, profile="paper", device="cpu", seconds=900.0, outcome="complete",
+                     directory=tmp_path / "results", code_hash=combined_code_hash(old))
+    with pytest.raises(ValueError, match="neither an earlier published record"):
+        pub._computed(record, None, path)
+    equivalence.add([(e, "a" * 16, stage_code_hash(e)) for e in uncached], "test: proven")
+    assert pub._computed(record, None, path)["compute_time"] == "900 s"
