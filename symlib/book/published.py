@@ -299,7 +299,7 @@ def _same_stage_code(record: dict, previous: dict) -> bool:
     new scheme's)."""
     a, b = _stage_code(record), _stage_code(previous)
     if not a or a.keys() != b.keys():
-        return _stage_hashes(record) == _stage_hashes(previous) and bool(_stage_hashes(record))
+        return _stage_hashes(record) == _stage_hashes(previous)
     return all(equivalent(stage, a[stage], b[stage]) for stage in a)
 
 
