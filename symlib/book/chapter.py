@@ -71,9 +71,8 @@ A new stage draws from named streams, ``ctx.stream("init").torch(device)``:
 declares; no two of a chapter's streams coincide (:meth:`Chapter.streams`, checked by the tests).
 A stage migrated from before the contract may instead declare ``legacy_seed``, a function of the
 run seed giving the integer seed it used before, so that the migration moves no number
-(issue 27, item 4); it reads it as ``ctx.seed``. Switching a legacy stage to named streams moves
-its numbers: that is issue 27, step 5, a separate and visible change that bumps the stage's
-version. :meth:`Chapter.legacy_aliases` lists the legacy stages that share a seed.
+; it reads it as ``ctx.seed``. Switching a legacy stage to named streams moves its numbers: a
+separate and visible change that bumps the stage's version. :meth:`Chapter.legacy_aliases` lists the legacy stages that share a seed.
 
 The smoke gate
 --------------
@@ -243,7 +242,7 @@ class Stage:
         streams: the purposes of the named streams it draws from (``"init"``, ``"noise"``, ...).
         needs: earlier stages whose results it takes (``ctx.inputs[name]``).
         legacy_seed: for a stage migrated from before the contract, ``run seed -> the seed it used
-            then``; switching to ``streams`` is issue 27, step 5 (it moves numbers).
+            then``; switching to ``streams`` moves its numbers (a change of its own).
         cache: False for a stage cheaper than a cache round trip (seconds); its key is still
             derived, so making it cached later is a change of this flag only.
         experiment: the cache folder, default ``<chapter>-<name>``; a migrated stage keeps its old one
@@ -615,7 +614,7 @@ class Chapter:
 
     def legacy_aliases(self, seed: int) -> list[tuple[str, str]]:
         """Pairs of legacy stages that use the same seed for run seed ``seed`` (their draws start
-        alike); issue 27, step 5 gives them named streams."""
+        alike); named streams would separate them."""
         legacy = [(s.name, s.legacy_seed(seed)) for s in self.stages if s.legacy_seed is not None]
         return [(a, b) for i, (a, sa) in enumerate(legacy) for b, sb in legacy[i + 1:] if sa == sb]
 

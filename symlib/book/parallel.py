@@ -6,7 +6,7 @@ hands them to :class:`joblib.Parallel`. How many run at once is one setting, the
 variable ``SYMLIB_JOBS`` (or a ``jobs`` argument): ``SYMLIB_JOBS=2`` runs two at a time in
 joblib's local worker processes (the loky backend), ``-1`` one per core. Unset, joblib's
 default applies: one at a time, in this process, unless a ``joblib.parallel_config`` says
-otherwise. That default is deliberate for the short profiles: on the shared 2-core build machine,
+otherwise. That default is deliberate for the short profiles: on a shared 2-core machine,
 starting workers (each imports torch and symlib, about 9 CPU-seconds) cost more than running side
 by side saved. ``pipeline execute`` of a long profile on the CPU sets ``SYMLIB_JOBS=-1`` when it
 is unset (:func:`default_jobs`).

@@ -84,7 +84,7 @@ def torch_threads(n: int | None):
     """Temporarily set torch's intra-op threads to ``n`` (``None``: leave them), then restore.
 
     Small-op training loops run faster on one thread on a 2-core machine; restoring keeps the
-    setting from leaking into the rest of a notebook or test session.
+    setting from leaking into the rest of a notebook or a test run.
     """
     if n is None:
         yield

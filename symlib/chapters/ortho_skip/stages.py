@@ -25,7 +25,7 @@ Kurle, Januschowski, Gasthaus & Wang (2021), "On symmetries in variational Bayes
 Seeds: both stages keep the seed they had before the chapter contract (``legacy_seed``: the run
 seed itself) and derive their generators from it by purpose (:func:`legacy_generator`,
 SeedSequence ``[seed, purpose index]``), as before; the sweep reuses the main run's data and
-initial means on purpose. Moving onto named streams is issue 27, step 5.
+initial means on purpose. Moving onto named streams would move numbers: a change of its own.
 
 VI engine (profile field ``vi_engine``, :data:`VI_ENGINES`): the VI fit of every sinc run goes through
 
@@ -49,7 +49,7 @@ numbers of an uninterrupted fit, so the `paper` profile's 200,000 steps may go i
 
 Threads: one torch intra-op thread on the CPU while a stage computes (restored afterwards).
 Each op here touches only ~10^5 numbers, so a second thread gains little, while on a busy
-machine every parallel op waits for a scheduler slice (measured on the 2-core build machine
+machine every parallel op waits for a scheduler slice (measured on a 2-core machine
 under load: ~8 ms per op with 2 threads vs 0.1 ms with 1, a 15x slower run).
 """
 
@@ -408,7 +408,7 @@ STAGES = (
           legacy_seed=run_seed, experiment=EXPERIMENT, items=robustness_settings),
 )
 """Chapter 1's stages. Both keep the version of the code before the chapter contract (their keys
-changed shape: issue 27, item 4) and its seed, the run seed itself."""
+changed shape with the contract) and its seed, the run seed itself."""
 
 STAGE_CODE = {stage.name: ("symlib.chapters.ortho_skip.stages",) for stage in STAGES}
 """The code each stage runs (:data:`symlib.book.provenance.STAGE_CODE_ATTRIBUTE`): this module and

@@ -29,7 +29,7 @@ Training, sampling and the evaluation run on the device; every random draw comes
 generators, so the runs on either device differ only by rounding. The stages keep the seeds
 they had before the chapter contract (``legacy_seed``: the run seed for ``train``, seed + 1
 for ``samples``, seed + 2 for ``eval``; ``robustness`` draws nothing); moving them onto named
-streams is issue 27, step 5. Choices the paper leaves open are fields of
+streams would move numbers. Choices the paper leaves open are fields of
 :class:`~symlib.chapters.posterior_mmd.profiles.PosteriorMMDProfile` marked [open].
 """
 

@@ -10,7 +10,7 @@
   (``robust_hmc``, :data:`HMC_VARIANTS`), one cached entry per variant (a fan-out stage), in
   the ``bayes`` stage's cache folder.
 
-Every random draw comes from a named stream (:mod:`symlib.book.streams`; issue 27, step 5, which
+Every random draw comes from a named stream (:mod:`symlib.book.streams`, which
 ended the old seeds' arithmetic on the run seed and their aliases: VI's initial means and Monte
 Carlo noise shared ``1000 * seed + 2``, and the NoT networks of seeds 1 and 2 started like the
 ensemble and VI). The ``robust`` variants draw from the ``bayes`` stage's streams, on purpose:
@@ -53,8 +53,7 @@ __all__ = [
 ]
 
 VERSION = "3"
-"""The version of every stage; bump a stage's own when its numbers change (3: named streams,
-issue 27 step 5)."""
+"""The version of every stage; bump a stage's own when its numbers change (3: named streams)."""
 
 DATA_FIELDS = ("data_source", "n_train", "n_test")
 """What :func:`~symlib.chapters.rebasin_hmc.stages_not.load_data` reads."""

@@ -31,7 +31,7 @@ The ``gold`` stage's items run side by side under ``$SYMLIB_JOBS``, then the fit
 item builds its own generators from its seed, so neither the order nor the worker changes a
 number.
 
-Random streams (:mod:`symlib.book.streams`; issue 27, step 5 replaced the old seeds ``s`` and
+Random streams (:mod:`symlib.book.streams`; they replaced the old seeds ``s`` and
 ``s + 1 + i``, which gave a fit's two generators the same seed and every benchmark the same draws):
 each gold standard draws from its benchmark's ``chains`` stream (:func:`gold_generator`); fit ``i``
 of a remedy draws its initialisations from the stream ``init[benchmark, i]``, shared by every
@@ -95,7 +95,7 @@ __all__ = [
 VERSION = "5"
 """Every cached stage's version (5: a fit's record keeps its metrics against the gold standard, not
 its draws, and the gold record the floor row and only the draws the remedies are compared with;
-4: the gold record keeps the compared draws, not every draw; 3: named streams, issue 27 step 5;
+4: the gold record keeps the compared draws, not every draw; 3: named streams;
 2: interval means of the ELBO)."""
 GOLD = "HMC: half the chains vs the other half"
 """The name of the floor row: the gold standard against itself."""
