@@ -70,10 +70,20 @@ def _cell(claim: dict | None, column: str, kind: str) -> str:
         badge += f'<span class="symlib-why">{html.escape(not_judged_sentence(failed))}</span>'
     robust = ((claim or {}).get("verdicts") or {}).get("robust") or {}
     if column == "robust" and verdict == "does not hold" and robust.get("refuted_under"):
-        badge += f'<span class="symlib-why">{html.escape(_words("fails with every robust precondition met under " + robust["refuted_under"]))}</span>'
+        badge += f'<span class="symlib-why">{html.escape(_words(refuted_sentence(robust["refuted_under"])))}</span>'
     if column == "reproduced" and (reference := (claim or {}).get("reference")):
         badge += f'<span class="symlib-why">{html.escape(_words("reference: " + reference))}</span>'
     return badge
+
+
+def refuted_sentence(refuted_under: str) -> str:
+    """Where a robust "does not hold" was found (``refuted_under``: the settings, ``"; "``-joined),
+    short enough for a table cell: the first setting and how many more (the sweep table lists
+    them all)."""
+    settings = [s for s in refuted_under.split("; ") if s.strip()]
+    more = len(settings) - 1
+    tail = f" and {more} other setting{'s' if more > 1 else ''} of its sweep" if more > 0 else ""
+    return f"fails with every robust precondition met under {settings[0] if settings else refuted_under}{tail}"
 
 
 def diagnosis_text(claim: dict | None) -> str:

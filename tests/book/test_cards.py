@@ -55,3 +55,16 @@ def test_a_card_names_code_in_words():
     out = cards.claim_card(_claim(ours="robustness: depends on ood_score; q_r"), tiers={"full": _claim(
         ours="robustness: depends on ood_score; q_r")})
     assert "depends on OOD score; q_r" in out and "ood_score" not in out
+
+
+def test_a_robust_refutation_names_its_first_setting_and_counts_the_others():
+    """A table cell says where a robust "does not hold" was found without listing every setting
+    of the sweep (a long list made one cell several times taller than its row)."""
+    from symlib.book.cards import refuted_sentence
+
+    assert refuted_sentence("this run's setting (this profile)") == \
+        "fails with every robust precondition met under this run's setting (this profile)"
+    long = refuted_sentence("this run's setting (this profile); largest weight; first weight, scales normalised")
+    assert long == ("fails with every robust precondition met under this run's setting (this profile) "
+                    "and 2 other settings of its sweep")
+    assert refuted_sentence("a; b").endswith("under a and 1 other setting of its sweep")
