@@ -61,20 +61,7 @@ def equivalent(experiment: str, recorded: str | None, current: str | None, *, pa
     for ``experiment``: the same hash, or joined by a chain of registry entries (each proven)."""
     if recorded is None or current is None:
         return False
-    if recorded == current:
-        return True
-    pairs = [(e["from"], e["to"]) for e in entries(path) if e["experiment"] == experiment]
-    seen, frontier = {recorded}, [recorded]
-    while frontier:
-        node = frontier.pop()
-        for a, b in pairs:
-            for x, y in ((a, b), (b, a)):
-                if x == node and y not in seen:
-                    if y == current:
-                        return True
-                    seen.add(y)
-                    frontier.append(y)
-    return False
+    return recorded == current or recorded in joined(experiment, current, path=path)
 
 
 def joined(experiment: str, current: str, *, path: Path | None = None) -> set[str]:
