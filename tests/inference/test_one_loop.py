@@ -29,6 +29,7 @@ from symlib.inference import hmc, mfvi
 from symlib.inference.hmc_resumable import sample_resumable
 from symlib.inference.mfvi_graph import fit_captured, fit_resumable
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
+from tests.inference.test_hmc_resumable import _problem
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "one_loop.pt"
 
@@ -56,12 +57,8 @@ def _gaussian():
 
 
 def _mlp():
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(20, 4, generator=g)
-    y = torch.randint(0, 2, (20,), generator=g)
-    start = {k: torch.stack([init_mlp(SPEC, g)[k] for _ in range(3)]) for k in SPEC.shapes()}
-    start = {k: v + 0.1 * torch.randn(v.shape, generator=g) for k, v in start.items()}
-    return hmc.mlp_classification_potential(SPEC, x, y), start
+    """Three chains of a small MLP classifier: the problem the resumable sampler's tests use."""
+    return _problem()
 
 
 class _Sums:
