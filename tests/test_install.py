@@ -86,6 +86,15 @@ def test_ci_runs_the_linter():
     assert re.search(r"^timed lint make lint$", (ROOT / ".ci/run").read_text(), re.MULTILINE)
 
 
+def test_ci_reports_only_the_timings_it_took():
+    """Under `set -u` a timing read for a stage that was never timed fails the whole run at its
+    last line, after every check passed."""
+    ci = (ROOT / ".ci/run").read_text()
+    timed = set(re.findall(r"^timed (\w+) ", ci, re.MULTILINE))
+    read = set(re.findall(r"\$\{took\[(\w+)\]\}", ci))
+    assert read and read == timed
+
+
 def test_pages_workflow_caches_only_what_the_build_reads():
     """CI starts the results cache and Stan's compiled models empty (.ci/run points both at a
     folder of its own), so caching them in the workflow would restore what no build reads; pip's
