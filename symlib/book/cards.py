@@ -49,10 +49,30 @@ def not_judged_sentence(failed: list[dict]) -> str:
     return _words(f"reached {first['measured']}; judging needs {first['criterion']}{more}")
 
 
-def claim_numbers(claims: list[dict]) -> dict[str, int]:
-    """Each claim's number in its chapter's ledger (1, 2, ... in the record's order, code checks
-    included): the cards show it and other text names a claim by it, not by its id."""
-    return {c["id"]: i for i, c in enumerate(claims, 1)}
+def claim_numbers(claims: list[dict]) -> dict[str, str]:
+    """Each ledger entry's label in its chapter: the paper's claims numbered 1, 2, ... in the
+    record's order, without a gap; code checks, which are not claims of the paper, lettered A, B,
+    ... apart from them. The cards show the label and other text names an entry by it, not by its
+    id."""
+    labels, claims_seen, checks_seen = {}, 0, 0
+    for c in claims:
+        if c.get("kind", "claim") == "claim":
+            claims_seen += 1
+            labels[c["id"]] = str(claims_seen)
+        else:
+            labels[c["id"]] = _letters(checks_seen)
+            checks_seen += 1
+    return labels
+
+
+def _letters(i: int) -> str:
+    """0 -> A, 25 -> Z, 26 -> AA, ..."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("A") + r) + out
+    return out
 
 
 def _words(text: str) -> str:
@@ -110,18 +130,20 @@ def _preconditions(claim: dict | None, tier: str) -> str:
 
 
 def claim_card(claim: dict, *, tiers: dict[str, dict | None], href: str = "", anchor: str = "",
-               stale_tiers: tuple[str, ...] = (), number: int | None = None) -> str:
+               stale_tiers: tuple[str, ...] = (), number: str | int | None = None) -> str:
     """One claim's card. ``tiers``: tier name -> that tier's stored version of the claim (None:
     the tier's record lacks it), in the order shown; ``claim`` gives the text, the paper's value
-    and the criterion; ``number``: its number in the ledger (:func:`claim_numbers`)."""
+    and the criterion; ``number``: its label in the ledger (:func:`claim_numbers`)."""
     kind = claim.get("kind", "claim")
     title = html.escape(_words(claim["text"]))
     if href:
         title = f'<a class="reference internal" href="{href}">{title}</a>'
-    if number is not None:
+    if number is not None and kind == "claim":
         title = f'<span class="symlib-claim-no">Claim {number}.</span> {title}'
+    elif number is not None:  # lettered apart: the claims' numbers have no gap
+        title = f'<span class="symlib-check-no">Code check {number}.</span> {title}'
     if kind == "code check":
-        title += ' <em class="symlib-kind">(code check: holds by construction, not counted)</em>'
+        title += ' <em class="symlib-kind">(a check of our code, not a claim of the paper: not counted)</em>'
     rows = "".join(
         f'<tr{" class=" + chr(34) + "symlib-stale" + chr(34) if tier in stale_tiers else ""}><th scope="row">'
         f"{html.escape(tier)}</th>" + "".join(f"<td>{_cell(c, col, kind)}</td>" for col in _COLUMNS) + "</tr>"

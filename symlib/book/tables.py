@@ -676,9 +676,15 @@ def _unmet(record: dict) -> str:
         return f"*Every precondition of the published `{tier}` run was met.*"
     numbers = claim_numbers(record.get("claims", []))
 
-    def named(ids: list[str]) -> str:  # by number, as the ledger's cards show them, linked to the card
-        links = [f"[{numbers[c]}](#claim-{c})" for c in dict.fromkeys(ids)]
-        return f"claim{'s' if len(links) > 1 else ''} {', '.join(links)}"
+    kinds = {c["id"]: c.get("kind", "claim") for c in record.get("claims", [])}
+
+    def named(ids: list[str]) -> str:  # by label, as the ledger's cards show them, linked to the card
+        parts = []
+        for kind, noun in (("claim", "claim"), ("code check", "code check")):
+            links = [f"[{numbers[c]}](#claim-{c})" for c in dict.fromkeys(ids) if kinds[c] == kind]
+            if links:
+                parts.append(f"{noun}{'s' if len(links) > 1 else ''} {', '.join(links)}")
+        return "; ".join(parts)
 
     lines = [f"- {reader_words(criterion)}: measured **{reader_words(measured)}**, so not judged {where[column]}: "
              f"{named(ids)}"

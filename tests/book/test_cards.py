@@ -33,10 +33,20 @@ def test_a_card_per_tier_and_column():
     assert missing.count("· —") == 2  # the published run lacks the claim
 
 
+def test_claims_are_numbered_without_gaps_and_code_checks_lettered_apart():
+    entries = [{"id": "a"}, {"id": "k1", "kind": "code check"}, {"id": "b", "kind": "claim"},
+               {"id": "k2", "kind": "code check"}, {"id": "c"}]
+    assert cards.claim_numbers(entries) == {"a": "1", "k1": "A", "b": "2", "k2": "B", "c": "3"}
+    assert [cards._letters(i) for i in (0, 25, 26, 27)] == ["A", "Z", "AA", "AB"]
+    check = Claim(id="k", text="a theorem", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK).to_dict()
+    out = cards.claim_card(check, tiers={"quick": check}, number="A")
+    assert '<span class="symlib-check-no">Code check A.</span>' in out and "symlib-claim-no" not in out
+
+
 def test_a_code_check_says_so():
     check = Claim(id="k", text="a theorem", paper="p", ours="o", holds=True, kind=Kind.CODE_CHECK).to_dict()
     out = cards.claim_card(check, tiers={"quick": check})
-    assert "⚙ holds" in out and "code check: holds by construction, not counted" in out
+    assert "⚙ holds" in out and "a check of our code, not a claim of the paper: not counted" in out
 
 
 def test_the_glance_box_counts_both_columns_and_links_each_claim():
