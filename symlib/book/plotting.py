@@ -11,7 +11,8 @@ import contextlib
 import matplotlib
 import matplotlib.style
 
-__all__ = ["COLORS", "HOUSE_STYLE", "apply_style", "figure", "label_panels", "style"]
+__all__ = ["COLORS", "HOUSE_STYLE", "MIN_TEXT_PX", "TEXT_COLUMN_PX", "apply_style", "figure", "label_panels", "smallest_text_px",
+           "style"]
 
 COLORS = tuple(matplotlib.style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
 """The colour cycle of every chapter: matplotlib's ``petroff10``, chosen for colour-vision
@@ -35,6 +36,26 @@ HOUSE_STYLE = {
     "image.cmap": "viridis",
     "axes.prop_cycle": matplotlib.cycler(color=list(COLORS)),
 }
+
+
+TEXT_COLUMN_PX = 683
+"""The width of the book's text column at a 1280-px window, in CSS pixels (the theme's, measured
+by the browser check, which fails if it changes): a figure wider than it is shown scaled down."""
+
+MIN_TEXT_PX = 9
+"""The smallest text a figure may show on the page, in CSS pixels at :data:`TEXT_COLUMN_PX`."""
+
+
+def smallest_text_px(fig, *, column_px: float = TEXT_COLUMN_PX) -> float:
+    """The smallest visible text of ``fig`` as the page shows it, in pixels: its size in points at
+    the house dpi, times the scale at which a figure wider than the text column is shown
+    (``inf`` for a figure without text)."""
+    from matplotlib.text import Text
+
+    dpi = HOUSE_STYLE["savefig.dpi"]
+    scale = min(1.0, column_px / (fig.get_figwidth() * dpi))
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes, default=float("inf")) * dpi / 72 * scale
 
 
 def apply_style() -> None:

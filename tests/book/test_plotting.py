@@ -35,3 +35,22 @@ def test_palette_is_matplotlibs_colour_blind_safe_cycle():
 
     assert plotting.COLORS == tuple(matplotlib.style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
     assert plotting.HOUSE_STYLE["axes.prop_cycle"].by_key()["color"] == list(plotting.COLORS)
+
+
+def test_smallest_text_px_scales_a_figure_wider_than_the_column():
+    import matplotlib.pyplot as plt
+
+    from symlib.book import plotting
+
+    with plotting.style():
+        narrow, ax = plt.subplots(figsize=(4.0, 3.0))     # 440 px: shown at full size
+        ax.set_title("t", fontsize=12)
+        ax.plot([0, 1], label="a")
+        ax.legend(fontsize=6)
+        wide, ax = plt.subplots(figsize=(13.66, 3.0))     # 1502.6 px: shown at 683/1502.6
+        ax.set_xlabel("x", fontsize=11)
+        ax.tick_params(labelsize=20)
+    assert plotting.smallest_text_px(narrow) == 6 * 110 / 72
+    assert abs(plotting.smallest_text_px(wide) - 11 * 110 / 72 * 683 / (13.66 * 110)) < 1e-9
+    assert plotting.smallest_text_px(plt.figure(figsize=(3, 3))) == float("inf")
+    plt.close("all")

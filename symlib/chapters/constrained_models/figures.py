@@ -78,6 +78,6 @@ def plot_predictive(synth: dict, generator: str = "paper"):
         ax.set_title(meth, fontsize=9)
         ax.set_xlabel("$x_1$ (with $x_2 = 0$)")
     axes[0, 0].set_ylabel("$y$")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=8)
     return fig
 

@@ -119,7 +119,7 @@ def plot_fits(main: dict):
         ax.set_xlabel("x")
     for ax in axes[:, 0]:
         ax.set_ylabel("y")
-    axes[0, 0].legend(loc="upper left", fontsize=7, bbox_to_anchor=(0.0, 0.9))
+    axes[0, 0].legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.9))
     label_panels(axes)
     return fig
 
@@ -148,7 +148,7 @@ def plot_elbo_gap(main: dict):
     ax.set_xlabel("mean scale t (means t·d, d ~ N(0, I), sd 1)")
     ax.set_ylabel("ELBO gap (nats)")
     ax.set_title(f"{'-'.join(map(str, g['widths']))} MLP, N = {g['n_permutations']}; |gap(t=0)| = {abs(gaps[0]):.0e}")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     ax = axes[0, 1]
     k = np.asarray(g["collapse_n_active"])
     ax.errorbar(k, g["collapse_gap"], yerr=2 * np.asarray(g["collapse_standard_error"]), marker="o", ms=4,
@@ -158,7 +158,7 @@ def plot_elbo_gap(main: dict):
     ax.set_xlabel("active units per hidden layer k (rest at the prior)")
     ax.set_ylabel("ELBO gap (nats)")
     ax.set_title("collapsed units shrink the gap")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     label_panels(axes)
     return fig
 

@@ -88,7 +88,7 @@ def plot_collapse(collapse: dict):
 
     from symlib.book.plotting import label_panels
 
-    fig, axes = plt.subplots(1, 3, figsize=(10, 3.0))
+    fig, axes = plt.subplots(1, 3, figsize=(9.0, 3.0))
     mi_id, mi_ood = 100 * collapse["id"].numpy(), 100 * collapse["ood"].numpy()
     axes[0].hist(mi_id, bins=30, color="C0")
     axes[0].set(xlabel="pairwise MI, MNIST test (x100 nats)", ylabel="pairs")
@@ -145,7 +145,7 @@ def plot_table(rows: list[dict]):
 
     from symlib.book.plotting import label_panels
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.4))
     labels = [f"{r['method']}{' (multi)' if r['mode'] == 'multi mode' else ''}" for r in rows]
     pos = np.arange(len(rows))
     axes[0].bar(pos - 0.2, [r["MMD"] for r in rows], 0.4, label="MMD (raw weights)", color="C0")
@@ -160,7 +160,7 @@ def plot_table(rows: list[dict]):
         axes[1].scatter(r["NS"], r["AUPR"], s=40, color=c,
                         facecolors=c if r["mode"] == "multi mode" else "none", label=label)
     axes[1].set(xlabel="NS (MMD$^2$ ×100, symmetries removed)", ylabel="AUPR (%)")
-    axes[1].legend(fontsize=7, ncol=2)
+    axes[1].legend(ncol=2)
     label_panels(axes)
     return fig
 
