@@ -115,11 +115,13 @@ def conclusions(root: Path | None = None) -> str:
         for chapter, (record, why) in records.items():
             row = frame.loc[chapter]
             cells = [int(row[f"{col}: {o}"]) for col in ledger.COLUMNS for o in ledger.OUTCOMES]
-            run = _date(record) + (f", **stale**: {stale_phrase(why)}" if why else "")
+            run = (f"{_date(record)} ({_device(record)}, {_took(_minutes(record))})"
+                   + (f", **stale**: {stale_phrase(why)}" if why else ""))
             rows.append((chapter, tier, int(row["claims"]), cells, run))
     rows.sort(key=lambda r: (_chapters().index(r[0]), published.TIERS.index(r[1])))
     head = ["chapter", "tier", "claims", *(f"{col} {SYMBOLS[o]}" if o == "holds" else SYMBOLS[o]
-                                            for col in ledger.COLUMNS for o in ledger.OUTCOMES), "published"]
+                                            for col in ledger.COLUMNS for o in ledger.OUTCOMES),
+            "published (computed on, compute time)"]
     table = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for chapter, tier, n, cells, run in rows:
         table.append(f"| {ledger.chapter_title(chapter)} | `{tier}` | {n} | "
@@ -137,6 +139,13 @@ def _minutes(record: Mapping) -> float | None:
         return float(run["minutes"])
     m = re.match(r"([\d.]+) s", str(computed.get("compute_time") or ""))
     return float(m[1]) / 60 if m else None
+
+
+def _device(record: Mapping) -> str:
+    """Where a published run computed: ``CPU`` or ``GPU`` (or the device as recorded)."""
+    computed = record.get("computed") or {}
+    device = str(computed.get("device") or record.get("device") or "cpu").split(" ")[0]
+    return {"cpu": "CPU", "cuda": "GPU"}.get(device.split(":")[0], device)
 
 
 def _took(minutes: float | None) -> str:
@@ -161,8 +170,7 @@ def run_times(root: Path | None = None) -> str:
         for chapter, (record, _) in records.items():
             computed = record.get("computed") or {}
             run = computed.get("pieces") or {}
-            device = str(computed.get("device") or record.get("device") or "cpu").split(" ")[0]
-            device = {"cpu": "CPU", "cuda": "GPU"}.get(device.split(":")[0], device)
+            device = _device(record)
             hosts = ", ".join(run.get("hosts") or []) or "machine not recorded"
             first, last = str(run.get("first") or "")[:10], str(run.get("last") or "")[:10]
             dates = first if first == last else f"{first} to {last}"

@@ -123,7 +123,7 @@ def test_the_blocks_follow_the_records(tmp_path, monkeypatch):
     assert readme.outdated(tmp_path) == []
     text = (tmp_path / "README.md").read_text()
     assert "reproduced: 1 hold, 0 do not hold, 0 not judged; robust: 0 hold, 0 do not hold, 1 not judged" in text
-    assert "| `full` | 1 | 1 | 0 | 0 | 0 | 0 | 1 | 2026-01-02 |" in text
+    assert "| `full` | 1 | 1 | 0 | 0 | 0 | 0 | 1 | 2026-01-02 (CPU, 2.5 h) |" in text
     assert "nothing published yet" in text  # the paper tier
     assert "| `full` | 2.5 h | 2 | CPU (machine not recorded) | 2026-01-01 to 2026-01-02 |" in (
         tmp_path / "book" / "run-times.md").read_text()
