@@ -25,7 +25,9 @@ The proof holds when, with the module names of ``REV`` mapped through the rename
 - each module has the same syntax tree (:func:`~symlib.book.codehash.code_tree`: docstrings
   aside) once its imports are written one name per statement, relative ones made absolute, and
   the dotted names that spell a renamed module (``symlib.book.data.load_mnist``) are renamed;
-  top-level assignments to ``__version__`` are set aside (metadata: they compute nothing);
+  top-level assignments to ``__version__`` are set aside (metadata: they compute nothing), and an
+  import of a renamed module may change place within its block of imports (an import sorter
+  moves it when its name changes) unless another import of the block binds the same name;
 - the notebook's code (``#render`` only) is the same, a renamed module's name renamed in it.
 
 Where it holds, the two hashes are registered with evidence naming both commits, the renames and
@@ -38,6 +40,9 @@ for statement, up to the names of modules. What it does not prove, and what to c
 - a string constant that spells a renamed module's name as a dotted word is renamed too (an
   error message's ``python -m symlib.book.data``, a module named to ``importlib``): the command
   lists every such string; one that feeds a number (a stream's name, a key) would be a change;
+- an import of a renamed module that changed place runs that module's top-level code a little
+  earlier or later: the same, for a module whose import only defines names (the command lists
+  the modules where it happened);
 - code that reads its own location (``__name__``, ``__file__``, a class's ``__module__``) sees
   the new one: a module that finds files beside itself, or names a stream after itself, computes
   otherwise after a move, and pickles of a moved module's classes (in a cache entry) name the old
@@ -63,12 +68,14 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from symlib.book import equivalence, provenance
 from symlib.book.paths import project_root_or_cwd
 
-__all__ = ["Covered", "StaticProof", "bridge_pairs", "covered_code", "main", "normalised_tree", "static_proof"]
+__all__ = ["Covered", "Reading", "StaticProof", "bridge_pairs", "covered_code", "main", "normalised_tree", "static_proof"]
 
 
 def bridge_pairs(chapters, old_scheme: int) -> list[tuple[str, str, str]]:
@@ -101,12 +108,13 @@ class Covered:
 @dataclasses.dataclass
 class StaticProof:
     """What :func:`static_proof` found: the pairs it proves ``(experiment, old hash, new hash)``,
-    the experiments it refuses (-> why), and the strings it read as names of renamed modules
-    (``path: old -> new``)."""
+    the experiments it refuses (-> why), the strings it read as names of renamed modules
+    (``path: old -> new``) and the modules whose imports of renamed modules changed place."""
 
     pairs: list[tuple[str, str, str]]
     refused: dict[str, str]
     strings: list[str]
+    reordered: list[str] = dataclasses.field(default_factory=list)
 
 
 _SNAPSHOT = r"""
@@ -233,18 +241,66 @@ class _Canonical(ast.NodeTransformer):
         return node
 
 
-def normalised_tree(source: str, module: str, *, package: bool = False,
-                    renames: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """What :func:`static_proof` compares of a module: its top-level statements, each written out
-    (:func:`~symlib.book.codehash.tree_text` of its :func:`~symlib.book.codehash.code_tree`,
-    ``__version__`` assignments left out, imports canonical, ``renames`` applied), and the strings
-    it renamed. ``module`` is the module's name (``package``: it is a package's ``__init__``),
-    which relative imports start from."""
+class Reading(NamedTuple):
+    """What :func:`static_proof` compares of a module (:func:`normalised_tree`)."""
+
+    statements: list[str]
+    """Its top-level statements, each written out, imports of renamed modules gathered."""
+    exact: str
+    """The whole module written out, every import in its place."""
+    strings: list[str]
+    """The strings it renamed (``'old' -> 'new'``)."""
+
+
+def normalised_tree(source: str, module: str, *, package: bool = False, renames: dict[str, str] | None = None,
+                    movable=()) -> Reading:
+    """What :func:`static_proof` compares of a module: its :func:`~symlib.book.codehash.code_tree`
+    with ``__version__`` assignments left out, its imports canonical (one name each, absolute) and
+    ``renames`` applied, written out (:func:`~symlib.book.codehash.tree_text`). In ``statements``,
+    the imports of the modules ``movable`` (the renamed modules' new names) are gathered at the end
+    of their block of imports, each that binds a name no other import of the block binds: an
+    import sorter moves them when their name changes. ``module`` is the module's name
+    (``package``: it is a package's ``__init__``), which relative imports start from."""
     tree = provenance.code_tree(source)
     tree.body = [s for s in tree.body if not _is_version(s)] or [ast.Pass()]
     canonical = _Canonical(module if package else module.rpartition(".")[0], renames or {})
     tree = canonical.visit(tree)
-    return [provenance.tree_text(s) for s in tree.body], canonical.strings
+    exact = provenance.tree_text(tree)
+    _gather(tree, tuple(movable))
+    return Reading([provenance.tree_text(s) for s in tree.body], exact, canonical.strings)
+
+
+def _import(statement: ast.stmt) -> tuple[str, str | None] | None:
+    """``(what it imports, the name it binds)`` of a canonical import statement, else None."""
+    if isinstance(statement, ast.Import):
+        alias = statement.names[0]
+        return alias.name, alias.asname or alias.name.split(".")[0]
+    if isinstance(statement, ast.ImportFrom):
+        alias = statement.names[0]
+        return f"{statement.module}.{alias.name}", alias.asname
+    return None
+
+
+def _gather(tree: ast.AST, movable: tuple[str, ...]) -> None:
+    """Move each import of a module in ``movable`` to the end of its block of imports, in order
+    of its text, unless another import of the block binds the same name."""
+    under = lambda name: any(name == m or name.startswith(m + ".") for m in movable)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not (isinstance(body, list) and body and isinstance(body[0], ast.stmt)):
+                continue
+            out, block = [], []
+            for statement in [*body, None]:
+                if statement is not None and _import(statement) is not None:
+                    block.append(statement)
+                    continue
+                bound = Counter(_import(b)[1] for b in block)
+                free = [b for b in block if under(_import(b)[0]) and bound[_import(b)[1]] == 1]
+                out += [b for b in block if b not in free] + sorted(free, key=provenance.tree_text)
+                out += [statement] if statement is not None else []
+                block = []
+            setattr(node, field, out)
 
 
 def _is_version(statement: ast.stmt) -> bool:
@@ -278,8 +334,8 @@ def _label(statement: str) -> str:
     return {"Import": "an import", "ImportFrom": "an import"}.get(kind, f"a statement ({kind})")
 
 
-def _module_difference(old: tuple[list[str], list[str]], new: tuple[list[str], list[str]]) -> str | None:
-    (a, _), (b, _) = old, new
+def _module_difference(old: Reading, new: Reading) -> str | None:
+    a, b = old.statements, new.statements
     if a == b:
         return None
     i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -291,13 +347,14 @@ def static_proof(old: dict[str, Covered], new: dict[str, Covered], renames: dict
     """Compare the code each hash covers before (``old``) and now (``new``), experiment by
     experiment, module names of ``old`` mapped through ``renames`` (module -> module, a package's
     renaming its submodules too): see the module's docstring for what counts as the same."""
-    pairs, refused, strings = [], {}, []
-    trees: dict[tuple[str, str], tuple] = {}
+    pairs, refused, strings, reordered = [], {}, [], []
+    trees: dict[tuple[str, str], Reading] = {}
 
-    def tree(side: str, path: str, data: bytes, names: dict[str, str]):
+    def tree(side: str, path: str, data: bytes, names: dict[str, str]) -> Reading:
         if (side, path) not in trees:
             module, package = _module_of(path)
-            trees[side, path] = normalised_tree(data.decode(), module, package=package, renames=names)
+            trees[side, path] = normalised_tree(data.decode(), module, package=package, renames=names,
+                                                movable=renames.values())
         return trees[side, path]
 
     for experiment in sorted(old):
@@ -324,7 +381,9 @@ def static_proof(old: dict[str, Covered], new: dict[str, Covered], renames: dict
                 if (diff := _module_difference(before, after)) is not None:
                     why = f"{q} (was {p}): {diff}"
                     break
-                strings += [f"{q}: {s}" for s in before[1] if f"{q}: {s}" not in strings]
+                strings += [f"{q}: {s}" for s in before.strings if f"{q}: {s}" not in strings]
+                if before.exact != after.exact and q not in reordered:
+                    reordered.append(q)
             elif a.files[p] != b.files[q]:
                 why = f"{q} (was {p}): other bytes"
                 break
@@ -336,7 +395,7 @@ def static_proof(old: dict[str, Covered], new: dict[str, Covered], renames: dict
             refused[experiment] = why
         else:
             pairs.append((experiment, a.hash, b.hash))
-    return StaticProof(pairs, refused, strings)
+    return StaticProof(pairs, refused, strings, sorted(reordered))
 
 
 def _export(rev: str, into: Path) -> str:
@@ -378,6 +437,8 @@ def _static(rev: str, renames: dict[str, str], chapters: list[str], dry_run: boo
         print(f"refused  {experiment}: {why}")
     for string in proof.strings:
         print(f"string read as a module's name: {string}")
+    for path in proof.reordered:
+        print(f"an import of a renamed module changed place in its block: {path}")
     if dry_run:
         print(f"dry run: nothing registered ({len(proof.pairs)} proven, {len(proof.refused)} refused)")
         return 1 if proof.refused else 0
@@ -386,6 +447,8 @@ def _static(rev: str, renames: dict[str, str], chapters: list[str], dry_run: boo
                 f"renamed {shown}: the same modules, same syntax trees (imports canonical, docstrings and "
                 f"__version__ set aside"
                 + (f"; {len(proof.strings)} strings naming a renamed module renamed with it" if proof.strings else "")
+                + (f"; imports of renamed modules moved within their block in {len(proof.reordered)} modules"
+                   if proof.reordered else "")
                 + f"); nothing computed ({platform.python_implementation()} {platform.python_version()})")
     new = equivalence.add(proof.pairs, evidence)
     print(f"registered {len(new)} bridges in {equivalence.registry_path()} "

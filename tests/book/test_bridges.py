@@ -125,6 +125,26 @@ def test_relative_imports_are_read_from_the_modules_own_package():
     assert normalised_tree("from os import sep as s\n", "m") != normalised_tree("from os import sep\n", "m")
 
 
+def test_an_import_of_a_renamed_module_may_change_place_in_its_block_and_no_other_may():
+    before = "import torch\nfrom symlib.book.cache import cached\nfrom symlib.book.data import load\nfrom symlib.nn import mlp\n"
+    sorted_ = "import torch\nfrom symlib.book.cache import cached\nfrom symlib.nn import mlp\nfrom symlib.data import load\n"
+    use = "\n\ndef stage(n):\n    return load(n)\n"
+    proof = static_proof(_before(**{"symlib/chapters/a/stages.py": before + use}),
+                         _after(**{"symlib/chapters/a/stages.py": sorted_ + use}), MOVE)
+    assert proof.pairs and proof.reordered == ["symlib/chapters/a/stages.py"]
+    swapped = "import torch\nfrom symlib.nn import mlp\nfrom symlib.book.cache import cached\nfrom symlib.data import load\n"
+    proof = static_proof(_before(**{"symlib/chapters/a/stages.py": before + use}),
+                         _after(**{"symlib/chapters/a/stages.py": swapped + use}), MOVE)
+    assert proof.refused["01_a-fit"] == "symlib/chapters/a/stages.py (was symlib/chapters/a/stages.py): an import differs"
+    rebound = "from symlib.book.data import load\nfrom symlib.nn.mlp import load\n"
+    proof = static_proof(_before(**{"symlib/chapters/a/stages.py": rebound}),
+                         _after(**{"symlib/chapters/a/stages.py": "from symlib.nn.mlp import load\nfrom symlib.data import load\n"}),
+                         MOVE)
+    assert proof.refused, "which of two imports binding one name comes last decides what it names"
+    assert not static_proof(_before(), _after(), MOVE).reordered
+
+
 def test_two_modules_renamed_onto_one_name_are_refused():
     before = _before(**{"symlib/data/__init__.py": "X = 1\n"})
     assert static_proof(before, _after(), MOVE).refused["01_a-fit"] == "the renames map two modules to one name"
+
