@@ -91,8 +91,9 @@ def chapter_package_dir(config) -> Path | None:
 
 
 BOOK_ROLES: dict[str, str] = {
-    # compute: code a stage runs to make its numbers (its random streams, the data it reads)
-    "streams": "compute", "data": "compute",
+    # compute: code a stage runs to make its numbers (its random streams; the data loaders, symlib.data,
+    # compute too, as every module outside symlib/book does)
+    "streams": "compute",
     # verdict: turns a run's numbers into its claims' verdicts; in a record's rendering hash
     "chapter": "verdict", "results": "verdict", "preconditions": "verdict",
     # contract: declares stages, runs them, stores and fans out their results; moves no number by

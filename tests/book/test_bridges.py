@@ -148,3 +148,52 @@ def test_two_modules_renamed_onto_one_name_are_refused():
     before = _before(**{"symlib/data/__init__.py": "X = 1\n"})
     assert static_proof(before, _after(), MOVE).refused["01_a-fit"] == "the renames map two modules to one name"
 
+
+@pytest.mark.slow
+def test_the_command_bridges_a_commit_that_renames_a_package_and_refuses_one_that_edits_it(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """End to end, on a copy of the library in a repository of its own: each commit's hashes are
+    computed by its own code, the rename is registered with its evidence, an edit is not."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from symlib.book import bridges
+
+    here = Path(__file__).resolve().parents[2]
+    repo = tmp_path / "repo"
+    shutil.copytree(here / "symlib", repo / "symlib", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "notebooks").mkdir()
+    shutil.copy(here / "notebooks" / "01_ortho_skip.md", repo / "notebooks")
+    shutil.copy(here / "_toc.yml", repo)
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "before")
+    git("mv", "symlib/data", "symlib/datasets")
+    for path in (repo / "symlib").rglob("*.py"):
+        text = path.read_text()
+        path.write_text(re.sub(r"symlib\.data\b", "symlib.datasets", text).replace(
+            "from symlib import data as", "from symlib import datasets as"))
+    git("commit", "-qam", "renamed")
+    monkeypatch.chdir(repo)
+    registry = repo / "published" / "code_equivalences.json"
+
+    assert bridges.main(["--static", "--from", "HEAD~1", "--rename", "symlib.data=symlib.datasets", "01_ortho_skip"]) == 0
+    entries = json.loads(registry.read_text())
+    assert {e["experiment"] for e in entries} == {"01_ortho_skip", "01_ortho_skip-sinc", "01_ortho_skip#render"}
+    assert all("same syntax trees" in e["evidence"] and "nothing computed" in e["evidence"] for e in entries)
+    assert "symlib.data -> symlib.datasets" in entries[0]["evidence"]
+    assert "python -m symlib.datasets download" in capsys.readouterr().out, "the renamed strings are listed"
+
+    loaders = repo / "symlib" / "datasets" / "__init__.py"
+    loaders.write_text(loaders.read_text().replace("frequency: float = 4.0", "frequency: float = 4.5"))
+    git("commit", "-qam", "edited")
+    assert bridges.main(["--static", "--from", "HEAD~1", "01_ortho_skip"]) == 1
+    out = capsys.readouterr().out
+    assert "refused  01_ortho_skip-sinc: symlib/datasets/__init__.py (was symlib/datasets/__init__.py): " \
+           "def sinc_function differs" in out
+    assert len(json.loads(registry.read_text())) == len(entries), "nothing registered for an edit"
