@@ -30,9 +30,10 @@ The proof holds when, with the module names of ``REV`` mapped through the rename
   moves it when its name changes) unless another import of the block binds the same name;
 - the notebook's code (``#render`` only) is the same, a renamed module's name renamed in it.
 
-Where it holds, the two hashes are registered with evidence naming both commits, the renames and
-"same syntax trees; nothing computed"; where not, nothing is registered for that experiment and
-the command names the module that differs (and exits 1).
+Where it holds, the two hashes are registered with evidence naming both commits and the renames
+("static proof: ... the same modules, same syntax trees (...); nothing computed"); where not,
+nothing is registered for that experiment and the command names the module that differs (and
+exits 1).
 
 What it proves: the code that ran under ``REV`` and the checkout's are the same program, statement
 for statement, up to the names of modules. What it does not prove, and what to check by hand:
