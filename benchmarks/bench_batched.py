@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from symlib.book.data import gaussian_blobs
+from symlib.data import gaussian_blobs
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.mlp import MLPSpec, mlp_forward
 from symlib.nn.training import SGDConfig, minibatches, train_batched

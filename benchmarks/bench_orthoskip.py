@@ -19,9 +19,9 @@ import statistics
 
 import torch
 
-from symlib.book.data import sinc_regression
 from symlib.chapters import get_profile
 from symlib.chapters.ortho_skip import VARIANTS
+from symlib.data import sinc_regression
 from symlib.inference import mfvi
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from symlib.nn.orthoskip import skip_matrices

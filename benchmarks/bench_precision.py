@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from bench_hmc import HAMILTORCH_FILE, hamiltorch_sampler
 
-from symlib.book.data import load_mnist
+from symlib.data import load_mnist
 from symlib.inference import hmc
 from symlib.metrics.mcmc import split_rhat
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward

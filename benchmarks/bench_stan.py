@@ -25,7 +25,7 @@ import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 import numpy as np
 import torch
 
-from symlib.book.data import load_boston, standardise
+from symlib.data import load_boston, standardise
 from symlib.inference import stan as st
 from symlib.nn import constrained as idf
 

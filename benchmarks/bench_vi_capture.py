@@ -27,9 +27,9 @@ import time
 import torch
 from bench_precision import _device, _sync
 
-from symlib.book.data import sinc_regression
 from symlib.chapters.ortho_skip import profiles as ch1_profiles
 from symlib.chapters.ortho_skip.stages import VARIANTS, legacy_generator
+from symlib.data import sinc_regression
 from symlib.inference import mfvi
 from symlib.inference.mfvi_graph import CapturedFit, fit_captured
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp

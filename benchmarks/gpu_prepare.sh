@@ -51,7 +51,7 @@ if [ "$data" = 1 ]; then
   rm -rf .paper-data/fashion-mnist && mkdir -p .paper-data/fashion-mnist
   cp "$src"/*-ubyte.gz .paper-data/fashion-mnist/
   SYMLIB_FASHION_MNIST=$PWD/.paper-data/fashion-mnist "$PY" -c \
-    "from symlib.book.data import load_fashion_mnist as f; d = f(); print('Fashion-MNIST checked:', {k: tuple(v.shape) for k, v in d.items()})"
+    "from symlib.data import load_fashion_mnist as f; d = f(); print('Fashion-MNIST checked:', {k: tuple(v.shape) for k, v in d.items()})"
   carry+=(.paper-data)
 fi
 ls -l .whl

@@ -1,4 +1,4 @@
-"""What only the book needs: running chapters, their results ledgers, caching, data, figures.
+"""What only the book needs: running chapters, their results ledgers, caching, figures.
 
 - :mod:`~symlib.book.chapter`: the chapter contract (stages, claims, views), and how a chapter is built;
 - :mod:`~symlib.book.runtime`: a chapter run's validated parameters (profile, seed, device);
@@ -9,7 +9,6 @@
 - :mod:`~symlib.book.reference`: the papers, and their reported tables as data;
 - :mod:`~symlib.book.cache`: the on-disk cache of expensive results;
 - :mod:`~symlib.book.parallel`: independent fits fanned out through joblib (a cluster via Dask);
-- :mod:`~symlib.book.data`: the book's datasets, all available offline;
 - :mod:`~symlib.book.plotting`: the house style;
 - :mod:`~symlib.book.pipeline`: ``python -m symlib.book.pipeline`` executes notebooks and builds
   the book (needs the ``book`` extra).
@@ -20,7 +19,7 @@ the layers below). ``pyproject.toml``'s import-linter contract (``make lint``) a
 ``tests/test_layout.py`` check it.
 """
 
-__all__ = ["cache", "chapter", "data", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]
+__all__ = ["cache", "chapter", "parallel", "pipeline", "plotting", "profiles", "reference", "results", "runtime", "tables"]
 
 LAYERS = {
     "run": ("pipeline", "apidoc", "readme", "rerun", "same_numbers", "bridges", "compare", "side_by_side",
@@ -28,7 +27,7 @@ LAYERS = {
     "chapter": ("chapter",),
     "render": ("tables", "published", "ledger", "cards", "words"),
     "contract": ("runtime", "parallel", "checkpoints", "preconditions", "pieces", "results", "cache", "codehash"),
-    "base": ("paths", "equivalence", "profiles", "workers", "plotting", "reference", "streams", "data"),
+    "base": ("paths", "equivalence", "profiles", "workers", "plotting", "reference", "streams"),
 }
 """The layers of :mod:`symlib.book`, top to bottom, each a module may import from those below it
 and its own:
@@ -39,5 +38,8 @@ and its own:
 - ``render``: tables, claim cards, the ledger and the published records a page shows;
 - ``contract``: what runs a stage and stores what it returns: cache, code hashes, results files,
   claims and preconditions, fan-out, a run's parameters;
-- ``base``: paths, profiles, streams, data, house style, equivalences.
+- ``base``: paths, profiles, streams, house style, equivalences.
+
+The datasets are a package of their own, :mod:`symlib.data`, beside the methods: any layer may
+import it, and it imports nothing of the book.
 """

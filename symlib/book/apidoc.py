@@ -20,6 +20,7 @@ from pathlib import Path
 
 import symlib.book
 import symlib.chapters
+import symlib.data
 import symlib.inference
 import symlib.metrics
 import symlib.nn
@@ -34,13 +35,14 @@ PAGES = {
     "inference": "Inference: VI, SGM, HMC, ensembles, Stan",
     "metrics": "Metrics: predictive, MMD, MCMC diagnostics",
     "transforms": "Transforms",
-    "book": "Book machinery: runs, results, tables, cache, data",
+    "data": "Datasets: synthetic sets, MNIST, Fashion-MNIST, Boston housing",
+    "book": "Book machinery: runs, results, tables, cache",
     "chapters": "Chapter packages and their profiles",
 }
 """Subpackage -> its page's title (the page is ``book/api/<subpackage>.md``)."""
 
 PACKAGES = {"symmetry": symlib.symmetry, "nn": symlib.nn, "inference": symlib.inference, "metrics": symlib.metrics,
-            "transforms": symlib.transforms, "book": symlib.book, "chapters": symlib.chapters}
+            "transforms": symlib.transforms, "data": symlib.data, "book": symlib.book, "chapters": symlib.chapters}
 """Subpackage -> the package (each page's subject, imported here: this module documents them all)."""
 
 API_DIR = Path(__file__).resolve().parents[2] / "book" / "api"

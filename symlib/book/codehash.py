@@ -51,6 +51,7 @@ __all__ = [
     "chapter_package_dir",
     "code_current",
     "code_hash",
+    "code_tree",
     "combined_code_hash",
     "compute_code_hash",
     "declared",
@@ -66,6 +67,7 @@ __all__ = [
     "stage_code_hash",
     "stage_experiments",
     "stale_code_groups",
+    "tree_text",
 ]
 
 SYMLIB = Path(__file__).resolve().parents[1]
@@ -89,8 +91,9 @@ def chapter_package_dir(config) -> Path | None:
 
 
 BOOK_ROLES: dict[str, str] = {
-    # compute: code a stage runs to make its numbers (its random streams, the data it reads)
-    "streams": "compute", "data": "compute",
+    # compute: code a stage runs to make its numbers (its random streams; the data loaders, symlib.data,
+    # compute too, as every module outside symlib/book does)
+    "streams": "compute",
     # verdict: turns a run's numbers into its claims' verdicts; in a record's rendering hash
     "chapter": "verdict", "results": "verdict", "preconditions": "verdict",
     # contract: declares stages, runs them, stores and fans out their results; moves no number by
@@ -664,6 +667,12 @@ def fingerprint(path: Path) -> bytes:
 
 
 def _tree_text(source: str) -> str:
+    return tree_text(code_tree(source))
+
+
+def code_tree(source: str) -> ast.Module:
+    """The syntax tree of Python ``source`` that :func:`fingerprint` reads: every string statement
+    (docstrings, attribute docstrings) left out, a body left empty by that holding ``pass``."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
@@ -672,16 +681,18 @@ def _tree_text(source: str) -> str:
                 kept = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
                                                 and isinstance(b.value.value, str))]
                 setattr(node, field, kept or [ast.Pass()])
+    return tree
 
-    def text(value) -> str:
-        if isinstance(value, ast.AST):
-            parts = [f"{f}={text(v)}" for f in value._fields if (v := getattr(value, f, None)) is not None and v != []]
-            return f"{type(value).__name__}({','.join(parts)})"
-        if isinstance(value, list):
-            return "[" + ",".join(text(v) for v in value) + "]"
-        return repr(value)
 
-    return text(tree)
+def tree_text(value) -> str:
+    """A syntax tree written out field by field, the empty fields skipped (positions are not
+    fields): what :func:`fingerprint` hashes of a module's :func:`code_tree`."""
+    if isinstance(value, ast.AST):
+        parts = [f"{f}={tree_text(v)}" for f in value._fields if (v := getattr(value, f, None)) is not None and v != []]
+        return f"{type(value).__name__}({','.join(parts)})"
+    if isinstance(value, list):
+        return "[" + ",".join(tree_text(v) for v in value) + "]"
+    return repr(value)
 
 
 def _digest(chapter_dirs: list[Path], notebook: Path | None) -> str:

@@ -7,11 +7,13 @@ imports, so a change that cannot move a number (a claim reworded, a module moved
 added) would otherwise price a `paper` run at its CPU- or GPU-hours.
 
 This module is the registry of such changes: ``published/code_equivalences.json``, one entry per
-stage experiment and pair of hashes, each with its evidence. An entry is written only by
+stage experiment and pair of hashes, each with its evidence. An entry is written only by a proof:
 :mod:`symlib.book.same_numbers`, after the chapter's stages were computed under both codes in the
-profiles named (``smoke`` and ``quick``) and every cache entry came out identical, bit for bit;
-the evidence says which profiles, how many entries and the two commits. A real change has no
-entry, and its runs stay stale. The cache (:func:`symlib.book.cache.cached`), the carry folder
+profiles named (``smoke`` and ``quick``) and every cache entry came out identical, bit for bit
+(the evidence says which profiles, how many entries and the two commits); or
+:mod:`symlib.book.bridges`, after the code both hashes cover was found to be the same syntax trees
+up to renamed modules, or the same files hashed under two schemes (the evidence names the commits
+and the renames). A real change has no entry, and its runs stay stale. The cache (:func:`symlib.book.cache.cached`), the carry folder
 and the published records' staleness read it through :func:`equivalent`.
 
 The registry is data, not code: it lives beside the published records and no code hash covers it.

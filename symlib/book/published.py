@@ -37,12 +37,12 @@ from symlib.book.codehash import (
     stage_experiments,
     stale_code_groups,
 )
-from symlib.book.data import data_hash
 from symlib.book.equivalence import equivalent, joined
 from symlib.book.ledger import COLUMNS, column_outcome
 from symlib.book.paths import executed_dir, project_root_or_cwd
 from symlib.book.pieces import in_progress
 from symlib.book.results import outcome, results_dir
+from symlib.data import data_hash
 
 __all__ = ["INTEGRITY", "TIER", "TIERS", "DamagedRecordWarning", "chains_path", "damage", "glue_key", "integrity", "load", "lost_path", "pieces_minutes", "progress_path",
            "progress_summary", "publish", "published_dir", "record_lost", "record_progress", "records", "rehash", "rehashed", "restarted", "seal", "staleness",

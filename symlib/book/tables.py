@@ -34,10 +34,10 @@ from IPython.display import HTML, Image, Markdown, display
 from symlib.book import published
 from symlib.book.cards import claim_numbers, ledger_cards
 from symlib.book.codehash import compute_code_hash, stale_code_groups
-from symlib.book.data import data_hash
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.results import ChapterResults, depends_on
 from symlib.book.words import reader_words
+from symlib.data import data_hash
 
 __all__ = [
     "chapter_label",

@@ -425,7 +425,7 @@ def test_an_edited_chapter_file_makes_its_entries_stale_and_no_others(tmp_path, 
 
 def test_changed_shipped_data_with_a_warm_cache_is_recomputed_and_refused(tmp_path, monkeypatch):
     """The reported hole: Boston cut to 250 rows gave byte-identical results from a warm cache."""
-    from symlib.book import data
+    from symlib import data
 
     def fit():
         _, y = data.load_boston(standardise=False)

@@ -29,7 +29,7 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     for rel in [
         "nn/mlp.py",
         "inference/hmc.py",
-        "book/data.py",
+        "data/__init__.py",
         "book/tables.py",
         "chapters/__init__.py",
         "chapters/a/experiment.py",
@@ -37,7 +37,7 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     ]:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         (fake / rel).write_text(f"# {rel}\n")
-    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib.book import data\n")
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib import data\n")
     monkeypatch.setattr(pv, "SYMLIB", fake)
     a = fake / "chapters" / "a"
     before = pv.code_hash(a)
@@ -46,13 +46,13 @@ def test_code_hash_covers_the_chapter_and_shared_code_but_not_other_chapters(tmp
     (fake / "inference/hmc.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) == before, "a library module the chapter does not import does not make it stale"
     assert pv.code_hash(a, scheme=1) != pv.code_hash(a), "(the whole-library hash of old records counts it)"
-    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib.book import data\nCHANGED = 1\n")
+    (fake / "chapters/a/experiment.py").write_text("from symlib.nn import mlp\nfrom symlib import data\nCHANGED = 1\n")
     after_own = pv.code_hash(a)
     assert after_own != before
     (fake / "nn/mlp.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) != after_own, "shared library code it imports counts"
     after_lib = pv.code_hash(a)
-    (fake / "book/data.py").write_text("CHANGED = 1\n")
+    (fake / "data/__init__.py").write_text("CHANGED = 1\n")
     assert pv.code_hash(a) != after_lib, "the data loaders it imports count"
     after_data = pv.code_hash(a)
     (fake / "book/tables.py").write_text("CHANGED = 1\n")
@@ -405,6 +405,21 @@ def _copy_of_symlib(tmp_path, monkeypatch):
     shutil.copytree(pv.SYMLIB, fake, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     monkeypatch.setattr(pv, "SYMLIB", fake)
     return fake
+
+
+def test_an_edit_of_the_data_loaders_changes_the_stage_hashes_of_the_stages_that_load_data(tmp_path, monkeypatch):
+    """The data loaders (:mod:`symlib.data`, a package beside the methods) compute: the hash of
+    every stage whose code imports them follows them, and of no other."""
+    fake = _copy_of_symlib(tmp_path, monkeypatch)
+    assert pv.role(fake / "data" / "__init__.py") == "compute"
+    loading = ["01_ortho_skip-sinc", "02a_symmetry_removal-toy", "02b_posterior_mmd-train", "03_sgm_vi-mnist",
+               "04_constrained_models-boston_fits", "05_rebasin_hmc-not", "06_synthesis-benchmarks"]
+    experiments = [*loading, "00_symmetries-brute"]
+    before = {x: pv.stage_code_hash(x) for x in experiments}
+    source = (fake / "data" / "__init__.py").read_text()
+    assert "frequency: float = 4.0" in source
+    (fake / "data" / "__init__.py").write_text(source.replace("frequency: float = 4.0", "frequency: float = 4.5"))
+    assert [x for x in experiments if pv.stage_code_hash(x) != before[x]] == loading
 
 
 def test_a_stage_that_declares_its_code_is_hashed_over_that_code_only(tmp_path, monkeypatch):

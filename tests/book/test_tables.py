@@ -179,8 +179,8 @@ def test_timing_columns_are_left_out_of_comparisons():
 
 
 def test_a_page_says_when_its_numbers_were_computed_by_other_code():
-    from symlib.book.data import data_hash
     from symlib.book.provenance import stage_code_hash
+    from symlib.data import data_hash
 
     chapter = "00_symmetries"
     now = {"code_hash": stage_code_hash(chapter), "data_hash": data_hash(), "stages": [chapter], "entries": 2}

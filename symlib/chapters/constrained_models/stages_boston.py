@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import torch
 
-from symlib.book.data import load_boston, standardise
 from symlib.book.parallel import fan_out
 from symlib.chapters.constrained_models import seeds
 from symlib.chapters.constrained_models.fits import nuts_fit
+from symlib.data import load_boston, standardise
 from symlib.inference import stan as st
 from symlib.nn import constrained as idf
 

@@ -68,10 +68,10 @@ import torch
 
 from symlib.book import cache
 from symlib.book.chapter import Stage
-from symlib.book.data import sinc_function, sinc_regression
 from symlib.book.parallel import fan_out
 from symlib.book.runtime import torch_threads
 from symlib.chapters.ortho_skip import gap as gap_lib
+from symlib.data import sinc_function, sinc_regression
 from symlib.inference import mfvi, mfvi_batched, mfvi_graph
 from symlib.inference.loop import seconds_left
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp

@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from symlib.book.data import load_mnist
 from symlib.book.parallel import fan_out
 from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.symmetry_removal.reference import (
@@ -23,6 +22,7 @@ from symlib.chapters.symmetry_removal.reference import (
     mnist_source,
     optunet_restart_rule,
 )
+from symlib.data import load_mnist
 from symlib.inference import posteriors as post
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.training import SGDConfig, train_with_restarts

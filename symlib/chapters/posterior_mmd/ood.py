@@ -2,8 +2,8 @@
 grey-patch stand-in where Fashion-MNIST's files are absent, decided when the chapter runs.
 
 ``ood_source`` (a profile field) is ``"fashion"`` (Fashion-MNIST's IDX files, an error when
-absent), ``"patches"`` (:func:`symlib.book.data.ood_patches`, always) or ``"auto"``: Fashion-MNIST
-when :func:`symlib.book.data.idx_available` finds its files (``$SYMLIB_FASHION_MNIST``,
+absent), ``"patches"`` (:func:`symlib.data.ood_patches`, always) or ``"auto"``: Fashion-MNIST
+when :func:`symlib.data.idx_available` finds its files (``$SYMLIB_FASHION_MNIST``,
 ``<data root>/fashion-mnist/`` or Debian's ``/usr/share/datasets/fashion-mnist/``), else the
 stand-in. Every profile but `smoke` says ``"auto"``. The set used (:func:`resolve`) enters the
 stages' cache keys (:func:`key_data`), the ``eval`` stage's result (:func:`record`), the claims
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import torch
 
-from symlib.book.data import data_fingerprint, idx_available, load_fashion_mnist, ood_patches
 from symlib.chapters.symmetry_removal.reference import mnist_source
+from symlib.data import data_fingerprint, idx_available, load_fashion_mnist, ood_patches
 
 __all__ = ["OOD_SOURCES", "describe", "inputs", "key_data", "of", "record", "resolve"]
 
@@ -44,7 +44,7 @@ def inputs(ood_source: str, points: int) -> torch.Tensor:
 
 def key_data(config) -> dict:
     """The cache-key parts of a stage that sees the OOD inputs: the digits' and Fashion-MNIST's
-    file fingerprints (:func:`symlib.book.data.data_fingerprint`, the digits' source resolved by
+    file fingerprints (:func:`symlib.data.data_fingerprint`, the digits' source resolved by
     :func:`~symlib.chapters.symmetry_removal.reference.mnist_source`) and, for ``"auto"``, the set
     it resolved to (a run with the files and one without never share an entry)."""
     used = resolve(config.ood_source)

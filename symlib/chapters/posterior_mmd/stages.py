@@ -39,7 +39,6 @@ from pathlib import Path
 
 from symlib.book.chapter import Stage, StageContext
 from symlib.book.checkpoints import stage_checkpoint
-from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.posterior_mmd import ood as _ood
 from symlib.chapters.posterior_mmd.evaluation import EVAL_FIELDS, evaluate, ood_detection
@@ -52,6 +51,7 @@ from symlib.chapters.posterior_mmd.networks import (
 )
 from symlib.chapters.posterior_mmd.sampling import SAMPLE_FIELDS, posterior_samples
 from symlib.chapters.symmetry_removal.reference import mnist_source
+from symlib.data import data_fingerprint
 from symlib.inference.loop import seconds_left
 
 __all__ = ["CACHE_VERSION", "STAGES", "STAGE_CODE", "samples_checkpoint"]

@@ -29,10 +29,10 @@ import torch
 
 from symlib.book import cache
 from symlib.book.chapter import ProfileView, Stage
-from symlib.book.data import data_fingerprint
 from symlib.book.streams import Stream
 from symlib.chapters.rebasin_hmc.stages_bayes import bayes_experiment, fit_ensemble, fit_vi
 from symlib.chapters.rebasin_hmc.stages_not import data_source, not_experiment
+from symlib.data import data_fingerprint
 
 __all__ = [
     "BAYES_FIELDS",

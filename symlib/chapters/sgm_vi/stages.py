@@ -23,12 +23,12 @@ shared legacy seed aliases no draws (their streams differ by their entropy).
 from __future__ import annotations
 
 from symlib.book.chapter import Stage
-from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi.rng import run_seed
 from symlib.chapters.sgm_vi.stages_geometry import interpolation_experiment, proximity_experiment
 from symlib.chapters.sgm_vi.stages_mnist import cost_experiment, mnist_experiment, mnist_source
 from symlib.chapters.sgm_vi.stages_toy import toy_experiment
+from symlib.data import data_fingerprint
 
 __all__ = ["PART_FIELDS", "STAGES", "STAGE_CODE", "VERSION", "part_of", "robustness_items"]
 

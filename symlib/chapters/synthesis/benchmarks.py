@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from symlib import data as bd
 from symlib import metrics
 from symlib import symmetry as sym
-from symlib.book import data as bd
 from symlib.inference import hmc, mfvi
 from symlib.nn.mlp import Activation, MLPSpec, Params, mlp_forward
 from symlib.nn.orthoskip import orthoskip_forward

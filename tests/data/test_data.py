@@ -1,4 +1,4 @@
-"""Tests for symlib.book.data: synthetic sets, MNIST sources, the IDX reader, downloads, Boston, OOD."""
+"""Tests for symlib.data: synthetic sets, MNIST sources, the IDX reader, downloads, Boston, OOD."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from symlib.book import data
+from symlib import data
 from symlib.book.cache import cached, config_key
 from symlib.chapters import get_profile
 
@@ -162,7 +162,7 @@ def test_missing_files_say_where_to_put_them(tmp_path, monkeypatch):
         data.load_mnist("idx")
     message = str(info.value)
     assert str(tmp_path / "mnist" / "train-images-idx3-ubyte") in message
-    assert "SYMLIB_DATA" in message and "python -m symlib.book.data download mnist" in message
+    assert "SYMLIB_DATA" in message and "python -m symlib.data download mnist" in message
     with pytest.raises(FileNotFoundError, match="fashion-mnist"):
         data.load_fashion_mnist(tmp_path / "elsewhere")
 
@@ -186,7 +186,7 @@ def test_hand_copied_files_are_checked_against_the_published_md5(tmp_path, monke
     # the real table: random pixels are not MNIST
     with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz has MD5") as info:
         data.load_mnist("idx", data_dir=tmp_path)
-    assert "SYMLIB_VERIFY_MD5=0" in str(info.value) and "python -m symlib.book.data download" in (
+    assert "SYMLIB_VERIFY_MD5=0" in str(info.value) and "python -m symlib.data download" in (
         str(info.value)
     )
     match_published_md5(monkeypatch, folder)
@@ -571,7 +571,7 @@ def test_download_command_line(tmp_path, monkeypatch):
     data._main(["download", "mnist", "--data-dir", str(tmp_path / "root"), "--base-url", url])
     assert sorted(p.name for p in (tmp_path / "root" / "mnist").iterdir()) == sorted(md5)
     out = subprocess.run(
-        [sys.executable, "-m", "symlib.book.data", "download", "--help"],
+        [sys.executable, "-m", "symlib.data", "download", "--help"],
         capture_output=True,
         text=True,
         check=False,

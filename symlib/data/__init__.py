@@ -30,7 +30,7 @@ is an error naming the missing ones); :func:`idx_available` says whether the sea
 MNIST has steps 1 and 3 only.
 
 Nothing here touches the network except the opt-in :func:`download_idx_dataset`, also runnable
-as ``python -m symlib.book.data download mnist``. The loaders check each ``.gz`` file against its
+as ``python -m symlib.data download mnist``. The loaders check each ``.gz`` file against its
 published MD5, or, for a copy compressed again (Debian's: same images, another gzip header),
 its decompressed contents against the published MD5 of the uncompressed file; an uncompressed
 copy is checked the same way. ``SYMLIB_VERIFY_MD5=0`` or ``verify_md5=False`` skips that for a
@@ -833,7 +833,7 @@ def _idx_lookup(name: str, data_dir) -> tuple[pathlib.Path, dict[str, pathlib.Pa
         f"or point the {ENV_VAR} environment variable (or data_dir) at the directory that holds "
         f"{name}/" + (f", or {env} at the folder of the files" if env else "") + ".\n" + debian
         + f"Or download them on a machine with internet with:\n"
-        f"  python -m symlib.book.data download {name} --data-dir {folder.parent}"
+        f"  python -m symlib.data download {name} --data-dir {folder.parent}"
     )
 
 
@@ -881,7 +881,7 @@ def _verify_md5(name: str, path: pathlib.Path) -> None:
     """Check ``path`` against the published MD5 of its ``.gz``, else (a copy compressed again, or
     an uncompressed one) its contents against the published MD5 of the uncompressed file."""
     fixes = (
-        f"Re-download it with `python -m symlib.book.data download {name} --data-dir "
+        f"Re-download it with `python -m symlib.data download {name} --data-dir "
         f"{path.parent.parent}` (replaces files whose checksum is wrong), or, for a copy known "
         f"to differ, skip this check with {VERIFY_ENV_VAR}=0 (or verify_md5=False)"
     )
@@ -969,7 +969,7 @@ def _unreadable(path: pathlib.Path, error: OSError) -> OSError:
 
 def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m symlib.book.data", description=__doc__.splitlines()[0]
+        prog="python -m symlib.data", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
     download = commands.add_parser(
