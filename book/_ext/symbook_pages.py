@@ -96,7 +96,7 @@ def resolve(config) -> None:
     })
     if "github.com" in url:
         opts["launch_buttons"] = {**opts.get("launch_buttons", {}), "binderhub_url": "https://mybinder.org",
-                                  "colab_url": "", "notebook_interface": "classic"}
+                                  "colab_url": "", "notebook_interface": "jupyterlab"}
 
 
 def _buttons(app, config):

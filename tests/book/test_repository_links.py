@@ -72,3 +72,32 @@ def test_the_landing_page_links_and_never_tells_the_reader_how_to_build():
     for html in (both, pages.code_location_html(None), pages.code_location_html(None, site="https://x.org/")):
         assert "SYMLIB_REPOSITORY_URL" not in html and "when building" not in html
     assert "notebooks/" in pages.code_location_html(None)
+
+
+def test_binder_opens_the_chapters_sources_as_notebooks_in_jupyterlab(no_remote):
+    """The launch button opens JupyterLab on a chapter's MyST source in an image Binder can build:
+    binder/ installs symlib with the book's extras at the constraints' pins (torch from its CPU
+    index) and makes jupytext's notebook the default viewer of markdown and MyST files."""
+    import json
+
+    import yaml
+
+    config = _config(url="https://github.com/someone/book")
+    pages.resolve(config)
+    launch = config.html_theme_options["launch_buttons"]
+    assert launch["binderhub_url"] == "https://mybinder.org" and launch["notebook_interface"] == "jupyterlab"
+    assert yaml.safe_load((ROOT / "_config.yml").read_text())["launch_buttons"]["notebook_interface"] == "jupyterlab"
+    assert pages.source_path("executed/03_sgm_vi") == "notebooks/03_sgm_vi.md"
+    assert (ROOT / "notebooks" / "03_sgm_vi.md").is_file()
+    env = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())
+    assert {"pip", "make", "cxx-compiler"} <= set(env["dependencies"])  # PyStan compiles chapter 4's models
+    post = ROOT / "binder" / "postBuild"
+    assert post.stat().st_mode & 0o111, "postBuild must be executable"
+    script = post.read_text()
+    torch_pin = next(line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("torch=="))
+    for needed in ("-c constraints.txt", torch_pin, '-e ".[book]"', "jupyterlab", "download.pytorch.org/whl/cpu",
+                   "binder/overrides.json"):
+        assert needed in script, needed
+    viewers = json.loads((ROOT / "binder" / "overrides.json").read_text())
+    assert viewers["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"] == {
+        "markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}
