@@ -34,6 +34,16 @@ from symlib.book.results import results_dir
 __all__ = ["main"]
 
 
+def _committed(path: Path) -> None:
+    """Refuse to publish a results file made from uncommitted code: its record would name a
+    commit (``...+dirty``) that holds other code than the code that made it."""
+    commit = str(((json.loads(path.read_text()) if path.is_file() else {}).get("provenance") or {}).get("commit") or "")
+    if commit.endswith("+dirty"):
+        raise SystemExit(f"{path.stem}: {path} was made with uncommitted changes under symlib/ or notebooks/ "
+                         f"({commit}); commit them, re-render it (`python -m symlib.book.pipeline execute "
+                         "--cached-only`) and publish that")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m symlib.book.records", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +98,7 @@ def main(argv=None) -> None:
     if not chapters:
         raise SystemExit(f"no `{args.tier}` results in {results_dir()}: run `make book PROFILE={args.tier}` first")
     for chapter in chapters:
+        _committed(results_dir() / f"{chapter}.json")
         try:
             out = publish(chapter, tier=args.tier)
         except (FileNotFoundError, ValueError) as err:

@@ -532,3 +532,24 @@ def test_a_rerender_finds_pieces_that_hashed_its_uncached_stages_under_older_cod
         pub._computed(record, None, path)
     equivalence.add([(e, "a" * 16, stage_code_hash(e)) for e in uncached], "test: proven")
     assert pub._computed(record, None, path)["compute_time"] == "900 s"
+
+
+def test_a_run_made_from_uncommitted_code_is_not_published(tmp_path, monkeypatch):
+    """`records publish` refuses a results file whose commit ends in +dirty: no commit holds the
+    code that made it. The same file made from a clean commit is published."""
+    _run(tmp_path)
+    path = tmp_path / "results" / "01_ortho_skip.json"
+    record = json.loads(path.read_text())
+    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(pub, "published_dir", lambda tier="full": tmp_path / "published" / tier)
+    monkeypatch.setattr(pub, "executed_dir", lambda: tmp_path / "executed")
+    for commit, refused in (("0123abcd+dirty", True), ("0123abcd", False)):
+        record["provenance"]["commit"] = commit
+        path.write_text(json.dumps(record))
+        if refused:
+            with pytest.raises(SystemExit, match=r"uncommitted changes .*0123abcd\+dirty"):
+                records.main(["publish", "--tier", "full", "01_ortho_skip"])
+            assert not (tmp_path / "published" / "full" / "01_ortho_skip.json").exists()
+        else:
+            records.main(["publish", "--tier", "full", "01_ortho_skip"])
+            assert pub.load("01_ortho_skip", tmp_path / "published" / "full")["provenance"]["commit"] == commit
