@@ -1,4 +1,4 @@
-"""benchmarks/gpu_piece.sh, the GPU tier's piece, run here on the CPU (``PROFILE=smoke DEVICE=cpu``):
+"""tools/longruns/gpu_piece.sh, the GPU tier's piece, run here on the CPU (``PROFILE=smoke DEVICE=cpu``):
 a piece, ``keep``, and the next piece on a machine that lost the untracked ``.paper-carry/``,
 which continues from the tracked ``carry/`` alone instead of computing again; several chapters
 sharing one piece; and the checkpoints dropped for the way back, put back by a second piece on the
@@ -24,8 +24,7 @@ def _checkout(tmp_path: Path) -> Path:
     """A checkout of its own: keep writes carry/ and .paper-carry/ there."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "symlib", repo / "symlib", ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / "benchmarks").mkdir()
-    shutil.copy(ROOT / "benchmarks" / "gpu_piece.sh", repo / "benchmarks")
+    shutil.copytree(ROOT / "tools", repo / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "_toc.yml", repo)
     (repo / "notebooks").mkdir()
     return repo
@@ -44,7 +43,7 @@ def _json_line(text: str, word: str) -> dict:
 
 def _runner(repo: Path, env: dict):
     def run(*args: str, **more: str) -> str:
-        done = subprocess.run(["bash", "benchmarks/gpu_piece.sh", *args], check=False, cwd=repo, env=env | more,
+        done = subprocess.run(["bash", "tools/longruns/gpu_piece.sh", *args], check=False, cwd=repo, env=env | more,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done.stdout
@@ -164,7 +163,7 @@ def test_keep_publishes_how_far_a_gold_standard_got_though_its_checkpoint_stayed
 def test_an_unknown_chapter_is_refused_before_any_chapter_runs(tmp_path):
     repo, out = _checkout(tmp_path), tmp_path / "out"
     env = _env(tmp_path, out, CHAPTER=f"{CHAPTER} 01_ortho_skp")
-    done = subprocess.run(["bash", "benchmarks/gpu_piece.sh"], check=False, cwd=repo, env=env,
+    done = subprocess.run(["bash", "tools/longruns/gpu_piece.sh"], check=False, cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "unknown chapter(s) 01_ortho_skp; chapters: 00_symmetries" in done.stderr
     assert not (tmp_path / "state" / CHAPTER).exists() and not list(out.glob("*"))
