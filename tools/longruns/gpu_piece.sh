@@ -177,18 +177,23 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PWD:/tmp/site
 fi
+T0=$(date +%s.%N)
 # every name checked before any device time goes to the first one (a typo in the second would
-# otherwise surface only once the first had run)
-"$PY" -c "import sys; from symlib.chapters import CHAPTERS; bad = [c for c in sys.argv[1:] if c not in CHAPTERS]
-sys.exit(f'gpu_piece.sh: unknown chapter(s) {\", \".join(bad)}; chapters: {\", \".join(CHAPTERS)}' if bad else 0)" \
-  "${CHAPTERS[@]}" || exit 2
+# otherwise surface only once the first had run); the same process names torch and the GPU for the
+# log (one Python start less: each costs seconds of the piece)
+torch_line=$("$PY" -c "import sys
+from symlib.chapters import CHAPTERS
+bad = [c for c in sys.argv[1:] if c not in CHAPTERS]
+bad and sys.exit(f'gpu_piece.sh: unknown chapter(s) {\", \".join(bad)}; chapters: {\", \".join(CHAPTERS)}')
+import torch
+print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" \
+  "${CHAPTERS[@]}") || exit 2
 elapsed() { awk -v t0="$T0" -v t="$(date +%s.%N)" 'BEGIN { print t - t0 }'; }
 pieces_digest() { sha256sum "$STATE/$1/results/pieces/$1.json" 2>/dev/null | cut -d' ' -f1; }
-T0=$(date +%s.%N)
 ran=()
 {
   nvidia-smi -L
-  "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+  echo "$torch_line"
   rc=0
   for ch in "${CHAPTERS[@]}"; do
     left=$(awk -v p="$PIECE_S" -v e="$(elapsed)" 'BEGIN { l = p - e; print (l > 1e-9 ? l : 1e-9) }')
