@@ -1,6 +1,6 @@
 """How long the `paper` profile's largest units without a checkpoint take on this machine.
 
-A `paper` run goes in pieces (``SYMLIB_BUDGET_S``, 480 s in ``benchmarks/gpu_piece.sh``); a stage
+A `paper` run goes in pieces (``SYMLIB_BUDGET_S``, 480 s in ``tools/longruns/gpu_piece.sh``); a stage
 item that keeps no checkpoint must finish inside the piece that starts it, or every piece starts
 it again. This times those of chapters 2a and 2b, each as its stage computes it:
 

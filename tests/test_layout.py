@@ -62,6 +62,37 @@ def test_dependency_arrows_point_down(path):
     assert not wrong, f"symlib.{part} must not import symlib.{', symlib.'.join(sorted(wrong))}"
 
 
+def _imports_of_tools(source: str) -> list[str]:
+    """The statements of a module's ``source`` that import the maintainer tooling (``tools``, at
+    any depth of the file)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == "tools" or n.startswith("tools.") for n in names):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_symlib_module_imports_the_maintainer_tooling():
+    """``tools/`` serves the maintainers' long runs on lent machines; the library works without it
+    (pyproject's import-linter contract checks the same on the import graph)."""
+    found = [f"{path.relative_to(SYMLIB.parent)}:{site}" for path in MODULES
+             for site in _imports_of_tools(path.read_text())]
+    assert not found, "symlib imports tools/:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", ["import tools", "import tools.longruns.carry as c",
+                                    "from tools.longruns import carry", "from tools import longruns",
+                                    "def f():\n    from tools.longruns.checkpoint_names import live"])
+def test_the_tooling_check_finds_every_form_of_import(source):
+    assert len(_imports_of_tools(source)) == 1
+
+
+def test_the_tooling_check_passes_over_look_alike_names():
+    assert _imports_of_tools("import toolsmith\nfrom .tools import x\nfrom symlib.book import tools\n") == []
+
+
 @pytest.mark.parametrize("package", ["symmetry", "nn", "metrics", "inference", "data", "book", "chapters"])
 def test_every_package_lists_its_public_names(package):
     module = importlib.import_module(f"symlib.{package}")

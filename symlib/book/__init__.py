@@ -23,7 +23,7 @@ __all__ = ["cache", "chapter", "parallel", "pipeline", "plotting", "profiles", "
 
 LAYERS = {
     "run": ("pipeline", "apidoc", "readme", "rerun", "same_numbers", "bridges", "compare", "side_by_side",
-            "carry", "checkpoint_names", "provenance", "linkcheck", "records"),
+            "provenance", "linkcheck", "records"),
     "chapter": ("chapter",),
     "render": ("tables", "published", "ledger", "cards", "words"),
     "contract": ("runtime", "parallel", "checkpoints", "preconditions", "pieces", "results", "cache", "codehash"),
@@ -32,7 +32,7 @@ LAYERS = {
 """The layers of :mod:`symlib.book`, top to bottom, each a module may import from those below it
 and its own:
 
-- ``run``: executes, compares, publishes and carries runs, writes the generated pages; the only
+- ``run``: executes, compares and publishes runs, writes the generated pages; the only
   layer that imports :mod:`symlib.chapters` (to find a chapter by name) and the methods directly;
 - ``chapter``: the chapter contract (:mod:`~symlib.book.chapter`), which the chapters import;
 - ``render``: tables, claim cards, the ledger and the published records a page shows;

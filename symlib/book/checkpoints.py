@@ -5,7 +5,8 @@ A fit stopped inside its stage at the time budget leaves a checkpoint in
 fields, the run seed, the device type and the stage's code and data hashes. A piece continues
 exactly the checkpoint of its own name; after a change to a stage's code, the next piece starts
 that fit again under a new name. Which checkpoints a chapter's run would continue (so that the
-others are known to be stranded) is :mod:`symlib.book.checkpoint_names`'.
+others are known to be stranded) is what ``tools/longruns/checkpoint_names.py`` tells, from
+:mod:`symlib.chapters.checkpointed`.
 
 A stage that checkpoints names its file with :func:`stage_checkpoint` (chapter 2b's ``samples``;
 chapters 1, 5 and 6 still name theirs in their own stages modules, the same way: moving them here

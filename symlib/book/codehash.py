@@ -103,10 +103,10 @@ BOOK_ROLES: dict[str, str] = {
     # layout: lays out pages, tables and figures
     "tables": "layout", "words": "layout", "cards": "layout", "ledger": "layout", "plotting": "layout", "reference": "layout",
     "apidoc": "layout", "linkcheck": "layout", "readme": "layout",
-    # run: executes, compares, publishes and carries runs; hashes code
+    # run: executes, compares and publishes runs; hashes code
     "pipeline": "run", "published": "run", "provenance": "run", "paths": "run", "side_by_side": "run",
-    "compare": "run", "pieces": "run", "carry": "run", "checkpoints": "run", "equivalence": "run",
-    "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run", "checkpoint_names": "run",
+    "compare": "run", "pieces": "run", "checkpoints": "run", "equivalence": "run",
+    "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run",
 }
 """The role of every module of ``symlib/book`` (a test checks that none is missing), which decides
 what its code counts for (:data:`HASH_SCHEME` 5):

@@ -39,7 +39,7 @@ INTERRUPTED = "interrupted after"
 once the grace had passed too (``pipeline``'s watchdog); what was in flight is lost."""
 
 TERMINATED = "terminated (SIGTERM)"
-"""How the note of a piece begins that was killed from outside (``benchmarks/gpu_piece.sh``'s
+"""How the note of a piece begins that was killed from outside (``tools/longruns/gpu_piece.sh``'s
 ``timeout`` at ``HARD_S``); what was in flight is lost."""
 
 
@@ -65,7 +65,7 @@ def read(chapter: str, directory: Path | None = None) -> list[dict]:
 
 COMMIT_ENV = "SYMLIB_COMMIT"
 """The commit to record instead of the checkout's ``HEAD``: a GPU machine is sent a copy of the
-working tree whose ``HEAD`` need not be the commit it holds (``benchmarks/gpu_piece.sh``)."""
+working tree whose ``HEAD`` need not be the commit it holds (``tools/longruns/gpu_piece.sh``)."""
 
 
 def _commit() -> str:

@@ -707,7 +707,7 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
     logging every execution as a piece. Returns the chapters stopped at their time budget.
 
     ``skip``: stages left out (:func:`without_stages`): a long run in pieces whose finished stage's
-    entry is kept on the home machine, not carried to the GPU one (``benchmarks/gpu_piece.sh
+    entry is kept on the home machine, not carried to the GPU one (``tools/longruns/gpu_piece.sh
     aside``); the pieces file notes them.
 
     Raises:

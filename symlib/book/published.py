@@ -498,7 +498,7 @@ def progress_path(chapter: str, tier: str = "paper") -> Path:
 
 
 def record_progress(chapter: str, pieces_file: Path, *, tier: str = "paper") -> Path:
-    """Copy a run's pieces file to :func:`progress_path` (what ``benchmarks/gpu_piece.sh keep``
+    """Copy a run's pieces file to :func:`progress_path` (what ``tools/longruns/gpu_piece.sh keep``
     does after each GPU piece).
 
     Raises:
@@ -520,7 +520,7 @@ def chains_path(chapter: str, tier: str = "paper") -> Path:
     """``published/<tier>/progress/<chapter>.chains.json``: how far each sampler of a run in progress
     got, read from its checkpoints by the chapter's progress reader (chapter 5:
     :mod:`symlib.chapters.rebasin_hmc.progress`; chapter 6: :mod:`symlib.chapters.synthesis.progress`;
-    ``benchmarks/gpu_piece.sh keep`` runs it): a
+    ``tools/longruns/gpu_piece.sh keep`` runs it): a
     list of ``{run, chains, transitions, total, draws_per_chain, draws_target, rhat, bulk_ess,
     quantity, ...}``."""
     return published_dir(tier) / "progress" / f"{chapter}.chains.json"

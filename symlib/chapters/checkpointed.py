@@ -1,5 +1,7 @@
 """The chapters whose stages checkpoint inside a fit, each with the checkpoints a run of it
-writes (its package's ``checkpoints`` module): what :mod:`symlib.book.checkpoint_names` asks."""
+writes (its package's ``checkpoints`` module), so that the checkpoints a run continues are known
+apart from those a code change left behind (``tools/longruns/checkpoint_names.py`` asks; the tests
+stop every checkpointing stage at its budget and compare the files it leaves with these names)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from symlib import metrics
-from symlib.book import checkpoint_names
 from symlib.book.chapter import RunResults, StageContext
 from symlib.book.preconditions import ACCURACY_SHARE
 from symlib.book.results import Column, Kind
@@ -24,6 +23,7 @@ from symlib.chapters.posterior_mmd.stages import samples_checkpoint
 from symlib.chapters.symmetry_removal.reference import load_reference
 from symlib.inference.hmc_resumable import BudgetExhausted
 from symlib.nn.convnets import init_optunet, optunet_forward
+from tools.longruns import checkpoint_names
 
 
 def test_remove_symmetries_keeps_the_function_and_is_idempotent():

@@ -1,4 +1,4 @@
-"""The checkpoints a run of this chapter writes (:mod:`symlib.book.checkpoint_names`): stage
+"""The checkpoints a run of this chapter writes (:mod:`symlib.chapters.checkpointed`): stage
 ``main``'s sinc fit and one per ``robustness`` setting, named by :func:`.stages.checkpoint_path`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The checkpoints a run of this chapter writes (:mod:`symlib.book.checkpoint_names`): stage
+"""The checkpoints a run of this chapter writes (:mod:`symlib.chapters.checkpointed`): stage
 ``samples``, one after each approximate posterior, in the file :func:`.stages.samples_checkpoint`
 names."""
 

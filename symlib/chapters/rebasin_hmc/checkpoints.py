@@ -1,4 +1,4 @@
-"""The checkpoints a run of this chapter writes (:mod:`symlib.book.checkpoint_names`): stage
+"""The checkpoints a run of this chapter writes (:mod:`symlib.chapters.checkpointed`): stage
 ``bayes``'s HMC run and one per ``robust`` variant, named by :func:`.stages.checkpoint_path`."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A `paper` run takes many GPU pieces; between them each HMC run's state is a chec
 kept per chain, mean acceptance, and the mixing of the draws kept so far (split R-hat, bulk and
 tail ESS of their logits at :data:`~symlib.chapters.rebasin_hmc.stages_bayes.MIX_POINTS` test
 images, as the claims read them) with their mean test accuracy. So a chain still short of its
-length is published with the length and R-hat it reached (``benchmarks/gpu_piece.sh keep``)::
+length is published with the length and R-hat it reached (``tools/longruns/gpu_piece.sh keep``)::
 
     python -m symlib.chapters.rebasin_hmc.progress OUT.json CHECKPOINT.pt [...]
 

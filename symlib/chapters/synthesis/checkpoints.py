@@ -1,4 +1,4 @@
-"""The checkpoints a run of this chapter writes (:mod:`symlib.book.checkpoint_names`): one gold
+"""The checkpoints a run of this chapter writes (:mod:`symlib.chapters.checkpointed`): one gold
 standard per benchmark of stage ``gold``, named by :func:`.stages.gold_checkpoint`."""
 
 from __future__ import annotations

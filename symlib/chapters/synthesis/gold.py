@@ -45,7 +45,7 @@ DIAG_WEIGHTS = 300
 CHECKPOINT_MAX_BYTES = 512 << 20
 """Largest gold-standard checkpoint written. It lives in the cache of the machine that runs it; a
 GPU piece's state must also fit the 64 MiB that travels to the machine
-(``benchmarks/gpu_piece.sh`` warns past 52 MiB), which the paper profile's digits exceed
+(``tools/longruns/gpu_piece.sh`` warns past 52 MiB), which the paper profile's digits exceed
 (README, "paper tier")."""
 
 

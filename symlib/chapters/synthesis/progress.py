@@ -7,7 +7,7 @@ reads one without resuming it: transitions done of the total, draws kept per cha
 acceptance, and the mixing of the draws kept so far (split R-hat, bulk and tail ESS of the
 predictions at the profile's ``diag_points`` test inputs, the quantity the claims gate on). So a
 gold standard short of its length is published with the length and R-hat it reached
-(``benchmarks/gpu_piece.sh keep``)::
+(``tools/longruns/gpu_piece.sh keep``)::
 
     python -m symlib.chapters.synthesis.progress OUT.json CHECKPOINT.pt [...]
 

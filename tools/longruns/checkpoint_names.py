@@ -14,17 +14,17 @@ calling the chapter's own naming functions with the contexts its stages would ge
 :func:`live` takes the union over the runs a chapter's pieces file records
 (:mod:`symlib.book.pieces`: profile, seed, device of every execution), so that a checkpoint of
 another profile still in progress is kept. ``carry save`` and ``load``
-(:mod:`symlib.book.carry`) leave out and remove the stranded ones, and ``benchmarks/gpu_piece.sh``
+(:mod:`tools.longruns.carry`) leave out and remove the stranded ones, and ``tools/longruns/gpu_piece.sh``
 reads the progress of exactly the run it continues::
 
-    python -m symlib.book.checkpoint_names CHAPTER --profile paper --seed 0 --device cuda   # expected names
-    python -m symlib.book.checkpoint_names CHAPTER ... --existing   # those of them in the cache, as paths
+    python -m tools.longruns.checkpoint_names CHAPTER --profile paper --seed 0 --device cuda   # expected names
+    python -m tools.longruns.checkpoint_names CHAPTER ... --existing   # those of them in the cache, as paths
 
 Only a chapter listed in :data:`~symlib.chapters.checkpointed.CHECKPOINTED` (each with its
 package's ``checkpoints`` module) checkpoints; for any other, or a pieces file that
 records no run, nothing is known to be stranded (:func:`live` returns None) and nothing is removed.
 The test suite stops every checkpointing stage of each listed chapter at its budget and checks
-that the checkpoints it leaves are exactly :func:`expected`'s (``tests/book/test_checkpoints.py``).
+that the checkpoints it leaves are exactly :func:`expected`'s (``tests/longruns/test_checkpoints.py``).
 Each stage names its checkpoints itself (:func:`symlib.book.checkpoints.stage_checkpoint`, or
 its chapter's own naming function).
 
@@ -82,7 +82,7 @@ def _device_type(device: str) -> str:
 def runs(entries: Iterable[dict]) -> set[tuple[str, int, str]]:
     """The ``(profile, seed, device type)`` of the executions in pieces ``entries``
     (:func:`symlib.book.pieces.read`); an entry written before pieces recorded the seed ran with
-    the pipeline's only seed then used, 0 (``benchmarks/gpu_piece.sh`` passes ``--seed 0``)."""
+    the pipeline's only seed then used, 0 (``tools/longruns/gpu_piece.sh`` passes ``--seed 0``)."""
     return {(str(e["profile"]), int(e.get("seed", 0)), _device_type(e.get("device", "cpu")))
             for e in entries if e.get("profile")}
 
@@ -103,7 +103,7 @@ def live(chapter: str, entries: Iterable[dict]) -> set[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m symlib.book.checkpoint_names", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.longruns.checkpoint_names", description=__doc__.splitlines()[0])
     p.add_argument("chapter")
     p.add_argument("--profile", required=True)
     p.add_argument("--seed", type=int, default=0)

@@ -21,27 +21,27 @@ Git keeps every version of a carried file, so what is carried is kept small. A f
 :data:`COMPRESS_OVER` bytes is stored xz-compressed (``<name>.xz``, LZMA preset 9, whose 64 MiB
 window also folds the copies of one draw that a checkpoint holds: chapter 5's 29.8 MB HMC
 checkpoint, mostly float64 running sums of float32 draws, shrinks to 13.5 MB, where git's zlib
-leaves 26.0 MB; ``benchmarks/carry_size.py``) and
+leaves 26.0 MB; ``tools/longruns/carry_size.py``) and
 decompressed by ``load``; one whose content is already carried is not written again. ``--limit
 MIB`` leaves out every file whose stored size is larger than that, named in the report: with
-``benchmarks/gpu_piece.sh keep``'s default a GPU run's whole state goes to ``carry/`` (chapter 1's
+``tools/longruns/gpu_piece.sh keep``'s default a GPU run's whole state goes to ``carry/`` (chapter 1's
 checkpoints are under 1 MiB, chapter 2b's training chunks about 0.15 MB each, chapter 5's HMC
 checkpoint about 14 MB stored with one chain), so that it survives a replaced machine once committed.
 
 Command line::
 
-    python -m symlib.book.carry save 04_constrained_models      # cache -> carry/
-    python -m symlib.book.carry save --limit 2 01_ortho_skip    # files over 2 MiB stay behind
-    python -m symlib.book.carry load 04_constrained_models      # carry/ -> cache
-    python -m symlib.book.carry list                            # what carry/ holds
-    python -m symlib.book.carry load 04_constrained_models --from 842e0fc   # carry/ as a commit held it
+    python -m tools.longruns.carry save 04_constrained_models      # cache -> carry/
+    python -m tools.longruns.carry save --limit 2 01_ortho_skip    # files over 2 MiB stay behind
+    python -m tools.longruns.carry load 04_constrained_models      # carry/ -> cache
+    python -m tools.longruns.carry list                            # what carry/ holds
+    python -m tools.longruns.carry load 04_constrained_models --from 842e0fc   # carry/ as a commit held it
 
 ``--dir`` names another folder; the cache is ``$SYMLIB_CACHE`` as always. ``load`` never replaces
 an entry the cache already has whole and current; ``save`` removes the chapter's carried entries
 that are no longer current (they would only be recomputed), and its carried checkpoints that the
 cache no longer has (their fit finished), except those a GPU piece dropped for the way back
 (``--dropped NAME``). A checkpoint that no run in the chapter's pieces file would continue with this
-code (:mod:`symlib.book.checkpoints`: one left when a code change started its fit again under a new
+code (:mod:`tools.longruns.checkpoint_names`: one left when a code change started its fit again under a new
 name) is neither carried nor loaded, and ``save`` removes a carried one. Public: :func:`save`,
 :func:`load`, :func:`entries`.
 """
@@ -62,9 +62,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symlib.book import cache, pieces
-from symlib.book.checkpoint_names import live as live_checkpoints
 from symlib.book.paths import project_root_or_cwd
-from symlib.book.provenance import chapter_of, package_of_chapter
+from symlib.book.provenance import chapter_of
+from symlib.chapters import CHAPTERS
+from tools.longruns.checkpoint_names import live as live_checkpoints
 
 __all__ = ["COMPRESS_OVER", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
 
@@ -269,11 +270,11 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
     current, and its carried checkpoints that the cache no longer has (their fit finished and its
     stage removed them: loaded again, one would sit in every later cache, be carried again, and
     read as a run in progress), except those named in ``dropped`` (checkpoint file names: left
-    out of a GPU piece's state for the way back, ``benchmarks/gpu_piece.sh``, so a carried older
+    out of a GPU piece's state for the way back, ``tools/longruns/gpu_piece.sh``, so a carried older
     one is still the best place to continue from). A checkpoint that no run in the merged pieces
-    file would continue with this code (:func:`symlib.book.checkpoint_names.live`) is not carried, and
+    file would continue with this code (:func:`tools.longruns.checkpoint_names.live`) is not carried, and
     a carried one is removed; ``live`` adds names that count as continued (those the machine that
-    ran the piece named, ``benchmarks/gpu_piece.sh``: its data, e.g. whether it had full MNIST,
+    ran the piece named, ``tools/longruns/gpu_piece.sh``: its data, e.g. whether it had full MNIST,
     may name them otherwise than this machine would). ``limit`` (MiB): files whose stored size is
     larger than that are not carried (``"too large, left"`` names them). Returns counts and
     stored bytes.
@@ -335,7 +336,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
 def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
     """Copy ``chapter``'s current carried entries into the cache, where it has no current one, and
     its carried checkpoints, where the cache has none of that name, less those that no run in the
-    merged pieces file would continue with this code (:func:`symlib.book.checkpoint_names.live`)."""
+    merged pieces file would continue with this code (:func:`tools.longruns.checkpoint_names.live`)."""
     directory = pathlib.Path(directory or default_dir())
     root = cache.cache_dir()
     pieces.read(chapter, directory)   # an unreadable carried pieces file fails now, before anything is copied
@@ -393,18 +394,8 @@ def at_revision(revision: str, directory: pathlib.Path | None, into: pathlib.Pat
     return pathlib.Path(into) / rel
 
 
-def known_chapters() -> list[str]:
-    """The book's chapter names (``NN_name``): one per notebook in ``notebooks/`` that has a
-    chapter package, or, in a checkout without notebooks (a GPU machine's copy), one per cache
-    experiment folder of a chapter package found in the cache or the carry folder."""
-    names = {p.stem for p in (project_root_or_cwd() / "notebooks").glob("[0-9][0-9]*_*.md")}
-    for root in (cache.cache_dir(), default_dir()):
-        names |= {chapter_of(p.name) for p in root.glob("[0-9][0-9]*_*") if p.is_dir()}
-    return sorted(n for n in names if package_of_chapter(n) is not None)
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m symlib.book.carry", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.longruns.carry", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=("save", "load", "list"))
     p.add_argument("chapters", nargs="*", help="chapter names (list: all found)")
     p.add_argument("--dir", type=pathlib.Path, default=None, help="the carry folder (default: carry/ in the checkout)")
@@ -429,9 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--dropped, --live and --prune are for save only")
     if args.action != "list" and not args.chapters:
         p.error(f"{args.action} needs at least one chapter name, e.g. 04_constrained_models")
-    valid = known_chapters()
-    if unknown := [c for c in args.chapters if c not in valid]:
-        p.error(f"unknown chapter {', '.join(map(repr, unknown))}; valid chapters: {', '.join(valid)}")
+    if unknown := [c for c in args.chapters if c not in CHAPTERS]:
+        p.error(f"unknown chapter {', '.join(map(repr, unknown))}; valid chapters: {', '.join(sorted(CHAPTERS))}")
     if args.revision is not None:
         if args.action == "save":
             p.error("--from is for load and list: history is not written to")

@@ -6,9 +6,9 @@ A real checkpoint of :func:`symlib.inference.hmc_resumable.sample_resumable` wit
 in a minute on a CPU: the checkpoint's layout and sizes are those of the paper run (the chain's
 state and gradient, the summary's reference draw and running moments); only the draws' path is
 shorter. Stopped once ``--draws`` draws are kept, it reports the checkpoint's bytes raw, with
-zlib (what git stores) and with ``symlib.book.carry``'s xz.
+zlib (what git stores) and with ``tools.longruns.carry``'s xz.
 
-    python benchmarks/carry_size.py [--draws 215] [--out DIR]
+    python -m tools.longruns.carry_size [--draws 215] [--out DIR]   # from the repository root
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from symlib.book import carry
 from symlib.chapters.rebasin_hmc.hmc_summary import HMCSummary
 from symlib.inference import ensemble, hmc, hmc_resumable
 from symlib.nn.mlp import MLPSpec
+from tools.longruns import carry
 
 
 def main(argv=None) -> dict:

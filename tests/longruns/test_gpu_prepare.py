@@ -1,4 +1,4 @@
-"""benchmarks/gpu_prepare.sh, run here with a stand-in for pip: which wheels it asks for (each at
+"""tools/longruns/gpu_prepare.sh, run here with a stand-in for pip: which wheels it asks for (each at
 the version constraints.txt pins, for the GPU image's CPython 3.12), which chapters it refuses, and
 the carry list it prints. The download itself (network) and chapter 2b's Fashion-MNIST copy (apt)
 are not run."""
@@ -37,8 +37,8 @@ for p in "${pins[@]}"; do : > "$dest/${p%%==*}-${p##*==}-py3-none-any.whl"; done
 def repo(tmp_path):
     """A checkout of its own (the script writes .whl/ at the root), with the real constraints."""
     repo = tmp_path / "repo"
-    (repo / "benchmarks").mkdir(parents=True)
-    shutil.copy(ROOT / "benchmarks" / "gpu_prepare.sh", repo / "benchmarks")
+    (repo / "tools" / "longruns").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "longruns" / "gpu_prepare.sh", repo / "tools" / "longruns")
     shutil.copy(ROOT / "constraints.txt", repo)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     subprocess.run(["git", "add", "."], cwd=repo, check=True)
@@ -50,7 +50,7 @@ def repo(tmp_path):
 
 def _prepare(repo: Path, *chapters: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PY=str(repo.parent / "python"), PIP_LOG=str(repo.parent / "pip.log"))
-    return subprocess.run(["bash", "benchmarks/gpu_prepare.sh", *chapters], cwd=repo, env=env,
+    return subprocess.run(["bash", "tools/longruns/gpu_prepare.sh", *chapters], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -79,7 +79,7 @@ def test_wheels_are_the_pinned_versions_for_the_gpu_images_python(repo):
     assert 'carry: [".whl"]' in done.stdout and "of the 64 MiB" in done.stdout
     call = next(line for line in done.stdout.splitlines() if line.startswith("run("))   # the device tool's call
     assert call.startswith(f"""run(command='CHAPTER="05_rebasin_hmc 02a_symmetry_removal" PIECE_S=480 HARD_S=540 """
-                           f"""SYMLIB_COMMIT={head} bash benchmarks/gpu_piece.sh', carry=[".whl"], timeout_s=600)""")
+                           f"""SYMLIB_COMMIT={head} bash tools/longruns/gpu_piece.sh', carry=[".whl"], timeout_s=600)""")
 
 
 def test_other_chapters_get_only_the_common_wheels(repo):

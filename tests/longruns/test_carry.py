@@ -1,4 +1,4 @@
-"""Carrying an unfinished run between machines (symlib/book/carry.py): the chapter's current
+"""Carrying an unfinished run between machines (tools/longruns/carry.py): the chapter's current
 cache entries go to a folder and back, and the cache serves them there without recomputing;
 entries of other code are neither carried nor served as current."""
 
@@ -10,8 +10,9 @@ import lzma
 import numpy as np
 import pytest
 
-from symlib.book import cache, carry, pieces
+from symlib.book import cache, pieces
 from symlib.book.cache import cached
+from tools.longruns import carry
 
 CHAPTER = "04_constrained_models"
 

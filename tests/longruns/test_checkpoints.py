@@ -1,4 +1,4 @@
-"""Which checkpoints a chapter's run continues (symlib/book/checkpoint_names.py), against the
+"""Which checkpoints a chapter's run continues (tools/longruns/checkpoint_names.py), against the
 checkpoints its stages really leave when stopped at their budget; and the stranded ones (of
 other code) that carry neither keeps nor loads."""
 
@@ -9,11 +9,12 @@ import json
 
 import pytest
 
-from symlib.book import cache, carry, pieces
-from symlib.book import checkpoint_names as checkpoints
+from symlib.book import cache, pieces
 from symlib.book.chapter import StageContext
 from symlib.chapters import declared, get_profile
 from symlib.inference.hmc_resumable import BudgetExhausted
+from tools.longruns import carry
+from tools.longruns import checkpoint_names as checkpoints
 
 CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "02b_posterior_mmd": ("samples",),
                         "05_rebasin_hmc": ("bayes", "robust"), "06_synthesis": ("gold",)}

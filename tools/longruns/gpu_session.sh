@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# One GPU session's checks (issue 30), as one command on a bare GPU machine, from the repo root:
-# the GPU agreement, reduced-precision and capture tests, then chapter 1's captured VI step, the
-# captured-trajectory benchmark and the reduced-precision HMC benchmark. A part whose time limit
-# (TESTS_S, VI_S, CAPTURE_S, BENCH_S) is 0 is skipped.
+# The GPU checks and benchmarks, as one command on a bare GPU machine lent for minutes, from the
+# repo root: the GPU agreement, reduced-precision and capture tests, then chapter 1's captured VI
+# step, the captured-trajectory benchmark and the reduced-precision HMC benchmark
+# (benchmarks/gpu_results/ keeps what they measured). A part whose time limit (TESTS_S, VI_S,
+# CAPTURE_S, BENCH_S) is 0 is skipped.
 # Everything worth keeping goes to $OUT (default /tmp/gpu-session): every part's whole output in
-# session.log, each benchmark's JSON and markdown (7 files, under the device tool's 8). Wheels for packages the
-# machine lacks may sit in .whl/ and hamiltorch's checkout in .peers/hamiltorch (both untracked).
+# session.log, each benchmark's JSON and markdown (7 files: at most 8 come back from the machine).
+# Wheels for packages the machine lacks may sit in .whl/ and hamiltorch's checkout in
+# .peers/hamiltorch (both untracked).
 set -u
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpu-session}

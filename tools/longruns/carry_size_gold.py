@@ -1,5 +1,5 @@
 """How large chapter 6's paper-profile state is: its gold standard's checkpoint and cached record, and
-a fit's cached record, raw and as ``symlib.book.carry`` stores them (xz over 1 MiB).
+a fit's cached record, raw and as ``tools.longruns.carry`` stores them (xz over 1 MiB).
 
 Real objects at the ``paper`` profile's shapes (8 chains of 196-32-10 on the 2x2-pooled digits, 2,000
 kept draws per chain, 1,000 reference draws, predictions at 200 test inputs, 1,000 test digits and
@@ -15,7 +15,7 @@ only the draws' path is shorter. Measured:
   keeps its members for ``q_r``), with a one-epoch fit;
 * ``fit_draws_before``: what a fit's record held before it kept its metrics instead (its 500 draws).
 
-    python benchmarks/carry_size_gold.py [--benchmark digits] [--out DIR]
+    python -m tools.longruns.carry_size_gold [--benchmark digits] [--out DIR]   # from the repository root
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import torch
 
-from symlib.book import carry
 from symlib.chapters import get_profile
 from symlib.chapters.synthesis import gold as G
 from symlib.chapters.synthesis import load_benchmark, stages
@@ -39,6 +38,7 @@ from symlib.chapters.synthesis.benchmarks import potential
 from symlib.chapters.synthesis.remedies import fit_remedy
 from symlib.inference import hmc_resumable
 from symlib.nn.mlp import init_mlp
+from tools.longruns import carry
 
 
 def _sizes(obj) -> dict:
