@@ -106,7 +106,7 @@ BOOK_ROLES: dict[str, str] = {
     # run: executes, compares and publishes runs; hashes code
     "pipeline": "run", "published": "run", "provenance": "run", "paths": "run", "side_by_side": "run",
     "compare": "run", "pieces": "run", "checkpoints": "run", "equivalence": "run",
-    "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run",
+    "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run", "publishing": "run",
 }
 """The role of every module of ``symlib/book`` (a test checks that none is missing), which decides
 what its code counts for (:data:`HASH_SCHEME` 5):

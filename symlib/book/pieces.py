@@ -10,7 +10,7 @@ vector instructions and its cores), profile, seed, commit and compute code hash
 (:func:`symlib.book.provenance.compute_code_hash`), and how it ended (``complete``, ``budget``,
 ``failed``, or ``rendered`` for a ``--cached-only`` re-render, which computes nothing).
 :func:`account` reads the entries of a chapter's latest complete run, which
-:func:`symlib.book.published.publish` stores with the record: pieces, minutes of compute, devices.
+:func:`symlib.book.publishing.publish` stores with the record: pieces, minutes of compute, devices.
 A piece run with other code than the complete one (a run abandoned when the chapter's code
 changed: its cache entries were recomputed) is not part of that run.
 """

@@ -90,7 +90,7 @@ from symlib.book.cache import (
 from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
 from symlib.book.pieces import log_piece
 from symlib.book.provenance import compute_code_hash
-from symlib.book.published import glue_key
+from symlib.book.publishing import glue_key
 from symlib.book.results import STAGING_VAR, check_writable, results_dir
 from symlib.book.runtime import PIECE_START_ENV, budget_from_env, resolve_device
 from symlib.book.workers import use_env_aware_workers

@@ -7,8 +7,9 @@ that lost its state, re-express records under a new hash scheme, seal records.
     python -m symlib.book.records rehash [CHAPTER ...]   # current records, under a new hash scheme
     python -m symlib.book.records seal                    # records written before their digest
 
-The records themselves and what reads them are :mod:`symlib.book.published`; this run-layer
-module finds the chapters by name (through :mod:`symlib.book.provenance`).
+What writes the records is :mod:`symlib.book.publishing`, what reads them
+:mod:`symlib.book.published`; this run-layer module finds the chapters by name (through
+:mod:`symlib.book.provenance`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,8 @@ import sys
 from pathlib import Path
 
 from symlib.book import pieces, provenance  # noqa: F401  (provenance: finds chapters by name)
-from symlib.book.published import (
-    TIER,
-    TIERS,
-    progress_summary,
-    publish,
-    record_lost,
-    record_progress,
-    rehash,
-    seal,
-)
+from symlib.book.published import TIER, TIERS, progress_summary
+from symlib.book.publishing import publish, record_lost, record_progress, rehash, seal
 from symlib.book.results import results_dir
 
 __all__ = ["main"]

@@ -348,7 +348,7 @@ def test_records_are_compared_under_the_hash_scheme_they_were_written_with():
 
 
 def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_one_is_not():
-    from symlib.book import published
+    from symlib.book import published, publishing
     from symlib.book.provenance import (
         HASH_SCHEME,
         chapter_package_dir,
@@ -365,13 +365,13 @@ def test_a_current_record_of_an_older_scheme_is_rehashed_at_publish_and_a_stale_
             "code_hash": code_hash(chapter_package_dir(config), notebook, scheme=2),
             "computed_with": [{"code_hash": old_stage, "data_hash": None, "stages": ["00_symmetries-x"]}]}
     record = {"chapter": "00_symmetries", "provenance": prov}
-    new = published.rehashed(record, notebook)
+    new = publishing.rehashed(record, notebook)
     assert new["provenance"]["hash_scheme"] == HASH_SCHEME == 5
     assert new["provenance"]["rehashed_from"] == {"hash_scheme": 2, "code_hash": prov["code_hash"]}
     assert new["provenance"]["computed_with"][0]["code_hash"] == stage_code_hash("00_symmetries") != old_stage
     assert published.staleness(new, config, notebook) == []
     stale = {"chapter": "00_symmetries", "provenance": dict(prov, code_hash="0" * 16)}
-    assert published.rehashed(stale, notebook) is stale
+    assert publishing.rehashed(stale, notebook) is stale
     assert published.staleness(stale, config, notebook) == ["the code changed since"]
 
 
@@ -561,7 +561,7 @@ def test_scheme_4_leaves_every_stage_code_hash_as_scheme_3_had_it():
 
 
 def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path):
-    from symlib.book import published
+    from symlib.book import published, publishing
     from symlib.book.provenance import chapter_package_dir, code_hash, profile_hash
     from symlib.chapters import get_profile
 
@@ -577,7 +577,7 @@ def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path
     stale["provenance"]["code_hash"] = "0" * 16
     (tmp_path / "paper" / "00_symmetries.json").write_text(json.dumps(stale))
 
-    done = published.rehash(dest_root=tmp_path)
+    done = publishing.rehash(dest_root=tmp_path)
     assert done == [("00_symmetries", "full", "rehashed: scheme 3 -> 5"),
                     ("00_symmetries", "paper", ("left at scheme 3: not current, so not rehashed "
                                                "(re-run or re-render it and publish)"))]
@@ -585,22 +585,22 @@ def test_rehash_rewrites_current_records_in_place_and_leaves_stale_ones(tmp_path
     assert new["provenance"]["hash_scheme"] == 5 and new["tables"] == {"t": [1.5]}
     assert new["provenance"]["code_hash"] == code_hash(chapter_package_dir(config), notebook)
     assert json.loads((tmp_path / "paper" / "00_symmetries.json").read_text()) == stale
-    assert published.rehash(dest_root=tmp_path, tiers=["full"]) == [
+    assert publishing.rehash(dest_root=tmp_path, tiers=["full"]) == [
         ("00_symmetries", "full", "already scheme 5")]
-    assert published.rehash(["01_ortho_skip"], dest_root=tmp_path) == []
+    assert publishing.rehash(["01_ortho_skip"], dest_root=tmp_path) == []
     with pytest.raises(ValueError, match="tier must be one of"):   # a misspelt tier is not "nothing found"
-        published.rehash(dest_root=tmp_path, tiers=["papers"])
+        publishing.rehash(dest_root=tmp_path, tiers=["papers"])
 
 
 def test_no_published_record_is_left_to_rehash():
     # a current record left on an older scheme would be made stale by a prose edit of its notebook,
     # which a finished paper run (its cache deleted) cannot undo: `python -m symlib.book.records rehash`
-    from symlib.book import published
+    from symlib.book import published, publishing
 
     for tier in published.TIERS:
         for path in sorted((REPO / "published" / tier).glob("*.json")):
             record = json.loads(path.read_text())
-            assert published.rehashed(record) is record, f"{tier}/{path.stem}: run `published rehash`"
+            assert publishing.rehashed(record) is record, f"{tier}/{path.stem}: run `published rehash`"
 
 
 def test_every_book_module_has_a_role():

@@ -1,141 +1,44 @@
-"""Publishing full runs, and telling when a published run is from an older version."""
+"""Reading published runs (symlib.book.published): telling when a record is from an older
+version, its integrity digest, and the account of a run in progress."""
 
-import base64
 import dataclasses
 import json
 from datetime import UTC, datetime
 
 import pytest
 
-from symlib.book import pieces, records
-from symlib.book import published as pub
-from symlib.book.provenance import (
-    compute_code_hash,
-    profile_hash,
-    stage_code_hash,
-    stage_experiments,
-)
-from symlib.book.results import ChapterResults, precondition
-from symlib.chapters.ortho_skip.profiles import PROFILES
-
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-
-
-def _run(tmp_path, profile_name="full", config=None):
-    config = config or PROFILES["smoke"]
-    results = ChapterResults("01_ortho_skip", profile_name, 0, "cpu", config=config)
-    results.add_claim(
-        "a",
-        "plain VI underfits",
-        "yes",
-        "ours",
-        True,
-        criterion="x",
-        preconditions=[precondition("plateau", "ELBO plateaued", 0.001, True)],
-    )
-    results.add_claim(
-        "b",
-        "skips help",
-        "yes",
-        "ours",
-        None,
-        preconditions=[precondition("plateau", "ELBO plateaued", 0.2, False)],
-    )
-    results.write(tmp_path / "results")
-    notebook = {
-        "cells": [
-            {"outputs": [{"data": {"image/png": base64.b64encode(PNG).decode()}}]},
-            {"outputs": [{"text": "no figure"}]},
-            # a glued figure (myst_nb.glue(..., display=False)) as papermill stores it
-            {"outputs": [{"data": {"application/papermill.record/image/png": base64.b64encode(PNG).decode()}}]},
-        ]
-    }
-    (tmp_path / "executed").mkdir()
-    (tmp_path / "executed" / "01_ortho_skip.ipynb").write_text(json.dumps(notebook))
-    return config
-
-
-def test_publish_copies_the_record_and_its_figures(tmp_path):
-    config = _run(tmp_path)
-    out = pub.publish(
-        "01_ortho_skip",
-        source=tmp_path / "results",
-        executed=tmp_path / "executed",
-        dest=tmp_path / "published",
-    )
-    record = pub.load("01_ortho_skip", tmp_path / "published")
-    assert out.name == "01_ortho_skip.json" and record["profile"] == "full"
-    assert record["figures"] == ["figure-1.png", "figure-2.png"]
-    for name in record["figures"]:
-        assert (tmp_path / "published" / "01_ortho_skip" / name).read_bytes() == PNG
-    assert record["provenance"]["profile_hash"] == profile_hash(config)
-    assert pub.staleness(record, config) == []
-    summary = pub.tier_summary(record)
-    assert "reproduced: 1 hold, 0 do not, 1 not judged; robust: 1 hold, 0 do not, 1 not judged" in summary
-    assert "published 20" in summary  # the date of publication
-    del record["published"]
-    assert "published" not in pub.tier_summary(record)  # no empty "published )"
-
-
-def test_only_full_runs_are_published(tmp_path):
-    _run(tmp_path, profile_name="quick")
-    with pytest.raises(ValueError, match="only `full` runs"):
-        pub.publish("01_ortho_skip", source=tmp_path / "results", dest=tmp_path / "published")
-    with pytest.raises(FileNotFoundError, match="make chapter"):
-        pub.publish("05_rebasin_hmc", source=tmp_path / "results", dest=tmp_path / "published")
+from symlib.book import pieces, published, publishing
+from symlib.book.provenance import compute_code_hash
+from tests.book.test_publishing import PNG, _run
 
 
 def test_a_changed_profile_or_code_marks_the_record_stale(tmp_path, monkeypatch):
     config = _run(tmp_path)
-    pub.publish(
+    publishing.publish(
         "01_ortho_skip",
         source=tmp_path / "results",
         executed=tmp_path / "executed",
         dest=tmp_path / "published",
     )
-    record = pub.load("01_ortho_skip", tmp_path / "published")
+    record = published.load("01_ortho_skip", tmp_path / "published")
     changed = dataclasses.replace(config, n_steps=config.n_steps + 1)
-    assert pub.staleness(record, changed) == ["the `full` profile changed since"]
-    monkeypatch.setattr(pub, "code_current", lambda *a, **k: False)
-    assert pub.staleness(record, config) == ["the code changed since"]
-    assert "from an older version of the code" in pub.tier_summary(
-        record, pub.staleness(record, config)
+    assert published.staleness(record, changed) == ["the `full` profile changed since"]
+    monkeypatch.setattr(published, "code_current", lambda *a, **k: False)
+    assert published.staleness(record, config) == ["the code changed since"]
+    assert "from an older version of the code" in published.tier_summary(
+        record, published.staleness(record, config)
     )
-    assert pub.staleness(record, None) == ["this version has no `full` profile for the chapter"]
+    assert published.staleness(record, None) == ["this version has no `full` profile for the chapter"]
 
 
 def test_verdicts_side_by_side(tmp_path):
     _run(tmp_path)
     full = json.loads((tmp_path / "results" / "01_ortho_skip.json").read_text())
     quick = dict(full, claims=[dict(full["claims"][0], verdict="does not hold", holds=False)])
-    frame = pub.verdicts_by_tier(quick, full)
+    frame = published.verdicts_by_tier(quick, full)
     assert list(frame["quick"]) == ["does not hold", "—"]
     assert frame["full"][1].startswith("not judged: ELBO plateaued")
-    assert pub.tier_summary(None) == "not published"
-
-
-def test_the_record_says_where_its_numbers_were_computed(tmp_path, monkeypatch):
-    dest = tmp_path / "published"
-    _run(tmp_path)
-    record = pub.load("01_ortho_skip", pub.publish("01_ortho_skip", source=tmp_path / "results",
-                                                   executed=tmp_path / "executed", dest=dest).parent)
-    computed = record["computed"]
-    assert computed["device"].startswith("cpu") and computed["compute_time"].endswith(" s")
-    assert computed["code_hash"] == record["provenance"]["code_hash"]
-    assert "computed on cpu" in pub.tier_summary(record)
-
-    # the same run's pages re-rendered from its cache computed nothing: the account is carried over
-    (tmp_path / "executed" / "01_ortho_skip.ipynb").unlink()
-    monkeypatch.setenv("SYMLIB_CACHED_ONLY", "1")
-    _run(tmp_path / "again")
-    rerendered = pub.load("01_ortho_skip", pub.publish("01_ortho_skip", source=tmp_path / "again" / "results",
-                                                       executed=tmp_path / "again" / "executed", dest=dest).parent)
-    assert rerendered["rendered_from_cache"] and rerendered["computed"] == computed
-    # and with nothing published before, publishing a re-render is refused
-    with pytest.raises(ValueError, match="re-rendered from the cache"):
-        pub.publish("01_ortho_skip", source=tmp_path / "again" / "results", dest=tmp_path / "elsewhere")
+    assert published.tier_summary(None) == "not published"
 
 
 def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path, monkeypatch):
@@ -144,25 +47,25 @@ def test_staleness_compares_the_code_and_data_that_computed_the_numbers(tmp_path
     from symlib.book import cache
 
     config = _run(tmp_path)
-    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+    publishing.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
                 dest=tmp_path / "published")
-    record = pub.load("01_ortho_skip", tmp_path / "published")
-    assert record["provenance"]["computed_with"] == [] and pub.staleness(record, config) == []
+    record = published.load("01_ortho_skip", tmp_path / "published")
+    assert record["provenance"]["computed_with"] == [] and published.staleness(record, config) == []
     from symlib.chapters.ortho_skip.stages import EXPERIMENT  # the cache folder both stages share
 
     now = {"code_hash": cache.stage_code_hash(EXPERIMENT), "data_hash": cache.data_hash()}
     group = lambda **hashes: {**now, "stages": [EXPERIMENT], "entries": 1, **hashes}
     fresh = dict(record, provenance={**record["provenance"], "computed_with": [group()]})
-    assert pub.staleness(fresh, config) == []
+    assert published.staleness(fresh, config) == []
     unknown = dict(record, provenance={**record["provenance"], "computed_with": [group(code_hash=None, data_hash=None)]})
-    assert pub.staleness(unknown, config) == [], "entries from before the hashes: unknown, judged as before"
+    assert published.staleness(unknown, config) == [], "entries from before the hashes: unknown, judged as before"
     old = dict(record, provenance={**record["provenance"], "computed_with": [
         group(), {**group(code_hash="0123456789abcdef"), "stages": ["01_ortho_skip-gap"]}]})
-    (reason,) = pub.staleness(old, config)
+    (reason,) = published.staleness(old, config)
     assert "computed with other code (hash 0123456789abcdef" in reason and reason.endswith("in stages gap"), reason
-    assert "from an older version of the code" in pub.tier_summary(old, pub.staleness(old, config))
+    assert "from an older version of the code" in published.tier_summary(old, published.staleness(old, config))
     other_data = dict(record, provenance={**record["provenance"], "computed_with": [group(data_hash="feedfacefeedface")]})
-    assert pub.staleness(other_data, config) == [
+    assert published.staleness(other_data, config) == [
         (f"its numbers were computed with other data (hash feedfacefeedface; this version's {now['data_hash']}) "
         "in stages main, robustness")
     ], "chapter 1's stages share the chapter's cache folder: named by their own names, not the folder's"
@@ -183,265 +86,66 @@ def test_published_records_with_or_without_computed_with_stay_valid():
     carry it; staleness reads both without failing."""
     import importlib
 
-    for path in sorted(pub.published_dir().glob("*.json")):
+    for path in sorted(published.published_dir().glob("*.json")):
         record = json.loads(path.read_text())
         package = importlib.import_module(f"symlib.chapters.{path.stem.split('_', 1)[1]}")
-        pub.staleness(record, package.PROFILES.get("full"))  # does not raise
+        published.staleness(record, package.PROFILES.get("full"))  # does not raise
         older = dict(record, provenance={k: v for k, v in record["provenance"].items() if k != "computed_with"})
-        assert pub._computed_with_reasons(older["chapter"], older["provenance"].get("computed_with")) == []
-        pub.staleness(older, package.PROFILES.get("full"))
+        assert published._computed_with_reasons(older["chapter"], older["provenance"].get("computed_with")) == []
+        published.staleness(older, package.PROFILES.get("full"))
 
 
 def test_an_unparsable_record_names_its_file(tmp_path):
     # the issue: a broken published/full/*.json failed without saying which file
     (tmp_path / "01_ortho_skip.json").write_text('{"chapter": "01_ortho_skip", <<<<<<< HEAD')
     with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON.*make publish"):
-        pub.load("01_ortho_skip", tmp_path)
-    assert pub.load("02a_symmetry_removal", tmp_path) is None
-
-
-def test_a_paper_run_is_published_as_its_tier_with_its_pieces(tmp_path, monkeypatch):
-    """The paper tier (issue 31): published under published/paper/, with how many pieces and device
-    minutes its latest complete run took; a full run is not published as paper; records() puts it first."""
-    from symlib.book import pieces
-
-    _run(tmp_path, "paper", PROFILES["paper"])
-    for seconds, outcome in ((590.0, "budget"), (600.0, "budget"), (130.0, "complete"), (9.0, "rendered")):
-        pieces.log_piece("01_ortho_skip", profile="paper", device="cuda (NVIDIA H100 80GB HBM3)", seconds=seconds,
-                         outcome=outcome, directory=tmp_path / "results")
-    out = pub.publish("01_ortho_skip", tier="paper", source=tmp_path / "results", executed=tmp_path / "executed",
-                      dest=tmp_path / "published" / "paper")
-    record = pub.load("01_ortho_skip", out.parent, tier="paper")
-    run = record["computed"]["pieces"]
-    assert record["profile"] == "paper" and run["pieces"] == 3 and run["minutes"] == 22.0
-    assert run["stopped_at_budget"] == 2 and run["devices"] == ["cuda (NVIDIA H100 80GB HBM3)"]
-    assert "22 minutes of device compute in 3 pieces" in pub.tier_summary(record)
-    with pytest.raises(ValueError, match="only `full` runs are published as full"):
-        pub.publish("01_ortho_skip", source=tmp_path / "results", dest=tmp_path / "published" / "full")
-    with pytest.raises(ValueError, match="tier must be one of"):
-        pub.publish("01_ortho_skip", tier="quick", source=tmp_path / "results")
-
-    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
-    assert pub.published_dir("paper") == tmp_path / "published" / "paper"
-    assert next(iter(pub.records("01_ortho_skip").values()))["profile"] == "paper"
-    (tmp_path / "published" / "paper" / "01_ortho_skip.json").unlink()
-    assert pub.records("01_ortho_skip") == {}
-
-
-def test_a_rerender_of_new_code_takes_its_account_from_the_pieces_file(tmp_path):
-    """A re-render whose numbers came from other stage code than the published record's: the
-    published account does not describe them; the pieces file's complete run of that code does."""
-    from symlib.book import pieces
-
-    def record(stage_hash, rendered=True):
-        return {"chapter": "05_rebasin_hmc", "profile": "full", "rendered_from_cache": rendered,
-                "provenance": {"code_hash": "nb" + stage_hash, "computed_with": [{"code_hash": stage_hash}]},
-                "computed": {"device": "cpu (old)", "commit": "old", "code_hash": "old", "compute_time": "1 s"}}
-
-    path = tmp_path / "results" / "05_rebasin_hmc.json"
-    old, new = record("aaaa", rendered=False), record("bbbb")
-    with pytest.raises(ValueError, match="neither an earlier published record"):
-        pub._computed(new, old, path)
-    for seconds, outcome, code in ((100.0, "complete", "aaaa"), (3600.0, "complete", "bbbb"), (90.0, "rendered", "bbbb")):
-        pieces.log_piece("05_rebasin_hmc", profile="full", device="cpu", seconds=seconds, outcome=outcome,
-                         directory=tmp_path / "results", code_hash=code)
-    got = pub._computed(new, old, path)
-    assert got["compute_time"] == "3600 s" and got["pieces"]["pieces"] == 1 and got["code_hash"] == "nbbbbb"
-    assert got["device"] == "cpu" and got["commit"] != "old"
-    assert pub._computed(record("aaaa"), old, path) == old["computed"]      # same code: carried over
-
-
-def test_a_rerender_of_a_chapter_whose_stages_declare_their_code_finds_its_pieces(tmp_path):
-    """Chapter 5's stages declare their code: its pieces record the compute code hash (one of all
-    its stages'), which a re-render's record gives back from its stages' hashes."""
-    from symlib.book import pieces
-
-    experiments = ("05_rebasin_hmc-bayes", "05_rebasin_hmc-ensemble", "05_rebasin_hmc-not", "05_rebasin_hmc-vi")
-    groups = [{"code_hash": stage_code_hash(experiments[0]), "stages": list(experiments), "entries": 6}]
-    record = {"chapter": "05_rebasin_hmc", "profile": "paper", "rendered_from_cache": True,
-              "provenance": {"code_hash": "nb", "computed_with": groups}}
-    path = tmp_path / "results" / "05_rebasin_hmc.json"
-    assert pub._combined_hash(record) == compute_code_hash("05_rebasin_hmc") != groups[0]["code_hash"]
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=400.0, outcome="budget",
-                     directory=tmp_path / "results", code_hash=compute_code_hash("05_rebasin_hmc"))
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=200.0, outcome="complete",
-                     directory=tmp_path / "results", code_hash=compute_code_hash("05_rebasin_hmc"))
-    got = pub._computed(record, None, path)
-    assert got["pieces"]["pieces"] == 2 and got["compute_time"] == "600 s" and got["device"] == "cuda (H100)"
-    other = dict(record, provenance={"code_hash": "nb", "computed_with": [dict(groups[0], code_hash="0" * 16)]})
-    with pytest.raises(ValueError, match="neither an earlier published record"):
-        pub._computed(other, None, path)
-
-
-def test_a_rerender_finds_its_pieces_when_some_stages_cache_nothing(tmp_path):
-    """Chapter 4's ``compile``, ``boston`` and ``robust`` stages cache nothing, so a re-render's
-    record names only its other stages; its pieces' compute code hash still counts all of them
-    (this refused to publish chapter 4's paper run on 2026-11-29). A cached stage's hash other
-    than this checkout's is still refused."""
-    chapter = "04_constrained_models"
-    cached = [f"{chapter}-{s}" for s in ("boston_fits", "prior", "robust_boston_fits", "robust_synth", "synth")]
-    assert set(cached) < set(stage_experiments(chapter))        # the case: some stages are in no group
-    groups = [{"code_hash": stage_code_hash(cached[0]), "stages": cached, "entries": 108}]
-    record = {"chapter": chapter, "profile": "paper", "rendered_from_cache": True,
-              "provenance": {"code_hash": "nb", "computed_with": groups}}
-    path = tmp_path / "results" / f"{chapter}.json"
-    assert pub._combined_hash(record) == compute_code_hash(chapter)
-    for seconds, outcome in ((7800.0, "budget"), (988.0, "complete"), (12.0, "rendered")):
-        pieces.log_piece(chapter, profile="paper", device="cpu", seconds=seconds, outcome=outcome,
-                         directory=tmp_path / "results", code_hash=compute_code_hash(chapter))
-    got = pub._computed(record, None, path)
-    assert got["pieces"]["pieces"] == 2 and got["compute_time"] == "8788 s" and got["device"] == "cpu"
-    other = dict(record, provenance={"code_hash": "nb", "computed_with": [dict(groups[0], code_hash="0" * 16)]})
-    assert pub._combined_hash(other) != compute_code_hash(chapter)
-    with pytest.raises(ValueError, match="neither an earlier published record"):
-        pub._computed(other, None, path)
-
-
-def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch, capsys):
-    from symlib.book import pieces
-
-    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
-    assert pub.progress_summary("05_rebasin_hmc") is None
-    results = tmp_path / "results"
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=240, outcome="budget",
-                     directory=results, code_hash=compute_code_hash("05_rebasin_hmc"), note="chapter 5's HMC: stopped at its time budget after "
-                     "piece 1, 727 transitions done; run again to continue from its checkpoint",
-                     started=datetime(2026, 11, 27, 18, 0, tzinfo=UTC))
-    src = pieces.pieces_path("05_rebasin_hmc", results)
-    with pytest.raises(ValueError, match="no piece of the `full` profile"):
-        pub.record_progress("05_rebasin_hmc", src, tier="full")
-    out = pub.record_progress("05_rebasin_hmc", src)
-    assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.json"
-    line = pub.progress_summary("05_rebasin_hmc")
-    assert line.startswith("in progress: 1 piece, 4 minutes of device compute on cuda (H100) (2026-11-27)")
-    assert line.endswith("latest: chapter 5's HMC: stopped at its time budget after piece 1, 727 "
-                         "transitions done")
-    # each sampler's length and mixing so far, where the chapter's progress reader recorded them
-    pub.chains_path("05_rebasin_hmc").write_text(json.dumps([
-        {"run": "main", "chains": 1, "transitions": 1335, "total": 10600, "draws_per_chain": 73,
-         "draws_target": 1000, "rhat": 1.1053, "bulk_ess": 10.6, "quantity": "the logits at 20 test images"},
-        {"run": "fixed step", "chains": 4, "transitions": 5, "total": 10600, "draws_per_chain": 0,
-         "draws_target": 1000, "rhat": None, "bulk_ess": None}]))
-    assert pub.progress_summary("05_rebasin_hmc") == line + (
-        "; main run: 1,335 of 10,600 transitions, 1 chain, 73 of 1,000 draws kept, split R-hat of the logits at "
-        "20 test images 1.105, bulk ESS 11 so far; fixed step run: 5 of 10,600 transitions, 4 chains, 0 of 1,000 "
-        "draws kept")
-    # a run of older code is shown as such: the next piece starts it again
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="budget",
-                     directory=results, code_hash="older", note="chapter 5's HMC: 9 transitions done")
-    pub.record_progress("05_rebasin_hmc", src)
-    older = pub.progress_summary("05_rebasin_hmc")
-    assert older.startswith("in progress: 1 piece, 1 minute of device compute") and older.endswith(
-        "from an older version of the code: its checkpoints are not continued, the next piece starts the run again")
-    # `published progress` (what gpu_piece.sh keep runs) warns when two pieces lost the same unit
-    lost = f"{pieces.INTERRUPTED} 420 s + 60 s, raising KeyboardInterrupt; bayes: 0 of 4 items cached"
-    for _ in range(2):
-        pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=480, outcome="budget",
-                         directory=results, code_hash="older", note=lost)
-    records.main(["progress", "05_rebasin_hmc", str(src)])
-    err = capsys.readouterr().err
-    assert err.startswith("[symlib] WARNING 05_rebasin_hmc: the last two pieces were both stopped inside a unit")
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
-                     directory=results, code_hash="h")
-    records.main(["progress", "05_rebasin_hmc", str(src)])
-    assert capsys.readouterr().err == ""
-    assert pub.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
-    assert pub.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
-
-
-def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, monkeypatch):
-    """`published lost`: the progress of a run whose checkpoints are gone moves to
-    <chapter>.lost.json; the book says so, with how far it got, and that the next piece starts again."""
-    from symlib.book import pieces
-
-    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
-    with pytest.raises(ValueError, match="no `paper` run of 05_rebasin_hmc in progress"):
-        pub.record_lost("05_rebasin_hmc", "machine replaced")
-    results = tmp_path / "results"
-    code = compute_code_hash("05_rebasin_hmc")
-    for i, seconds in enumerate((470.2, 170.2)):
-        pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=seconds,
-                         outcome="budget", directory=results, code_hash=code, note=f"piece {i + 1}",
-                         started=datetime(2026, 11, 29, 22, 17 + 8 * i, tzinfo=UTC))
-    src = pieces.pieces_path("05_rebasin_hmc", results)
-    pub.record_progress("05_rebasin_hmc", src)
-    pub.chains_path("05_rebasin_hmc").write_text(json.dumps([
-        {"run": "main", "chains": 1, "transitions": 2751, "total": 10600, "draws_per_chain": 215,
-         "draws_target": 1000, "rhat": 1.035, "bulk_ess": 84.2}]))
-    with pytest.raises(ValueError, match="say why"):
-        pub.record_lost("05_rebasin_hmc", "  ")
-    out = pub.record_lost("05_rebasin_hmc", "its untracked state went with the build machine",
-                          when=datetime(2026, 12, 1, tzinfo=UTC))
-    assert out == tmp_path / "published" / "paper" / "progress" / "05_rebasin_hmc.lost.json"
-    assert not pub.progress_path("05_rebasin_hmc").exists() and not pub.chains_path("05_rebasin_hmc").exists()
-    (lost,) = json.loads(out.read_text())
-    assert lost["pieces"] == 2 and lost["seconds"] == pytest.approx(640.4) and lost["chains"][0]["transitions"] == 2751
-    lost_clause = ("the state of an earlier run was lost and is not counted: 2026-11-29: 2 pieces, 10.7 minutes "
-                   "of device compute on cuda (NVIDIA H200), main run at 2,751 of 10,600 transitions (its "
-                   "untracked state went with the build machine)")
-    assert pub.progress_summary("05_rebasin_hmc") == f"not running: {lost_clause}; the next piece starts the run again"
-    # the run starts again: its progress is shown, the lost one after it
-    src.unlink()
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=300, outcome="budget",
-                     directory=results, code_hash=code, note="piece 1 again",
-                     started=datetime(2026, 12, 2, tzinfo=UTC))
-    pub.record_progress("05_rebasin_hmc", src)
-    line = pub.progress_summary("05_rebasin_hmc")
-    assert line.startswith("in progress: 1 piece, 5 minutes of device compute") and line.endswith(f"; before it, {lost_clause}")
-    pub.record_lost("05_rebasin_hmc", "lost again")
-    assert pub.progress_summary("05_rebasin_hmc").startswith("not running: the state of 2 earlier runs was lost")
-    # once a run completes, its published record speaks
-    pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=60, outcome="complete",
-                     directory=results, code_hash=code)
-    pub.record_progress("05_rebasin_hmc", src)
-    assert pub.progress_summary("05_rebasin_hmc") is None
-    with pytest.raises(SystemExit, match="no `paper` run"):
-        records.main(["lost", "05_rebasin_hmc", "--why", "x"])
+        published.load("01_ortho_skip", tmp_path)
+    assert published.load("02a_symmetry_removal", tmp_path) is None
 
 
 def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_recorded(tmp_path, monkeypatch):
     from symlib.book import pieces
 
-    monkeypatch.setattr(pub, "project_root_or_cwd", lambda: tmp_path)
+    monkeypatch.setattr(published, "project_root_or_cwd", lambda: tmp_path)
     results = tmp_path / "results"
     src = pieces.pieces_path("05_rebasin_hmc", results)
-    assert pub.restarted() == []   # nothing in progress
+    assert published.restarted() == []   # nothing in progress
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=480, outcome="budget",
                      directory=results, code_hash=compute_code_hash("05_rebasin_hmc"),
                      started=datetime(2026, 12, 6, 9, 0, tzinfo=UTC))
-    pub.record_progress("05_rebasin_hmc", src)
-    assert pub.restarted() == []   # this code's run: the next piece continues it
+    publishing.record_progress("05_rebasin_hmc", src)
+    assert published.restarted() == []   # this code's run: the next piece continues it
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=420, outcome="budget",
                      directory=results, code_hash="0123456789abcdef", started=datetime(2026, 12, 7, 9, 0, tzinfo=UTC))
-    pub.record_progress("05_rebasin_hmc", src)
-    (line,) = pub.restarted()
+    publishing.record_progress("05_rebasin_hmc", src)
+    (line,) = published.restarted()
     assert line.startswith("05_rebasin_hmc: its paper run in progress (1 piece, 7 minutes of device compute on "
                            "cuda (H100), 2026-12-07) ran compute code 0123456789abcdef, this checkout's is "
                            f"{compute_code_hash('05_rebasin_hmc')}")
     assert line.endswith('python -m symlib.book.records lost 05_rebasin_hmc --tier paper --why "the code '
                          'that computes changed: ..."')
-    assert pub.restarted("full") == []
-    pub.record_lost("05_rebasin_hmc", "the code that computes changed: a test")
-    assert pub.restarted() == []   # recorded: the book says the run starts again
+    assert published.restarted("full") == []
+    publishing.record_lost("05_rebasin_hmc", "the code that computes changed: a test")
+    assert published.restarted() == []   # recorded: the book says the run starts again
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (H100)", seconds=60, outcome="complete",
                      directory=results, code_hash="0123456789abcdef")
-    pub.record_progress("05_rebasin_hmc", src)
-    assert pub.restarted() == []   # a complete run restarts nothing
+    publishing.record_progress("05_rebasin_hmc", src)
+    assert published.restarted() == []   # a complete run restarts nothing
 
 
 def test_no_change_restarts_a_published_run_in_progress_unrecorded():
-    for tier in pub.TIERS:
-        assert pub.restarted(tier) == []
+    for tier in published.TIERS:
+        assert published.restarted(tier) == []
 
 
 # --- integrity: every published record is sealed with a digest of what it asserts -------------
 
 def test_every_published_record_passes_its_integrity_check():
     """A bad merge of published/*/*.json, or a number changed by hand, fails here."""
-    for tier in pub.TIERS:
-        for path in sorted(pub.published_dir(tier).glob("*.json")):
+    for tier in published.TIERS:
+        for path in sorted(published.published_dir(tier).glob("*.json")):
             record = json.loads(path.read_text())
-            assert pub.damage(record, path.parent / path.stem) == "", path
+            assert published.damage(record, path.parent / path.stem) == "", path
 
 
 @pytest.mark.parametrize("tamper", [
@@ -457,99 +161,23 @@ def test_a_tampered_record_is_shown_as_damaged_never_current(tmp_path, tamper):
     record = json.loads(results.read_text())
     record["tables"] = {"t": {"caption": "", "source": "", "columns": ["x"], "rows": [["1.0"]]}}
     results.write_text(json.dumps(record))
-    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+    publishing.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
                 dest=tmp_path / "published")
     path = tmp_path / "published" / "01_ortho_skip.json"
-    intact = pub.load("01_ortho_skip", tmp_path / "published")
-    assert "damaged" not in intact and pub.staleness(intact, config) == []
+    intact = published.load("01_ortho_skip", tmp_path / "published")
+    assert "damaged" not in intact and published.staleness(intact, config) == []
     record = json.loads(path.read_text())
     tamper(record)
     path.write_text(json.dumps(record))
-    with pytest.warns(pub.DamagedRecordWarning, match="does not match what it asserts"):
-        damaged = pub.load("01_ortho_skip", tmp_path / "published")
-    assert pub.staleness(damaged, config)[0].startswith("damaged: ")
+    with pytest.warns(published.DamagedRecordWarning, match="does not match what it asserts"):
+        damaged = published.load("01_ortho_skip", tmp_path / "published")
+    assert published.staleness(damaged, config)[0].startswith("damaged: ")
 
 
 def test_a_replaced_figure_damages_the_record(tmp_path):
     _run(tmp_path)
-    pub.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
+    publishing.publish("01_ortho_skip", source=tmp_path / "results", executed=tmp_path / "executed",
                 dest=tmp_path / "published")
     (tmp_path / "published" / "01_ortho_skip" / "figure-1.png").write_bytes(PNG + b"x")
-    with pytest.warns(pub.DamagedRecordWarning):
-        assert "damaged" in pub.load("01_ortho_skip", tmp_path / "published")
-
-
-def test_rehash_names_an_unparsable_record(tmp_path):
-    """Before: `published rehash` on an unparsable record gave a raw traceback without the file."""
-    (tmp_path / "full").mkdir()
-    (tmp_path / "full" / "01_ortho_skip.json").write_text('{"chapter": <<<<<<< HEAD')
-    with pytest.raises(ValueError, match=r"published record .*01_ortho_skip\.json is not valid JSON"):
-        pub.rehash(dest_root=tmp_path, tiers=["full"])
-
-
-def test_a_rerender_keeps_the_compute_account_of_the_record_it_replaces_across_a_proven_equivalence(tmp_path, monkeypatch):
-    """A record re-rendered from cache entries that name an older scheme's stage hashes replaces a
-    record (rehashed) that names the new ones: the registry of equivalences joins them, so the
-    account of where the numbers were computed carries over; without the join it is refused."""
-    from symlib.book import equivalence
-
-    registry = tmp_path / "code_equivalences.json"
-    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
-    stages = ["04_constrained_models-synth", "04_constrained_models-prior"]
-    old = {"provenance": {"computed_with": [{"code_hash": "a" * 16, "stages": stages}]}, "rendered_from_cache": True,
-           "chapter": "04_constrained_models", "profile": "paper"}
-    previous = {"computed": {"device": "cpu", "compute_time": "60351 s"},
-                "provenance": {"computed_with": [{"code_hash": "b" * 16, "stages": stages}]}}
-    with pytest.raises(ValueError, match="re-rendered from the cache"):
-        pub._computed(old, previous, tmp_path / "results" / "04_constrained_models.json")
-    equivalence.add([(s, "a" * 16, "b" * 16) for s in stages], "test: proven")
-    assert pub._computed(old, previous, tmp_path / "results" / "04_constrained_models.json") == previous["computed"]
-    other = dict(old, provenance={"computed_with": [{"code_hash": "a" * 16, "stages": stages[:1]}]})
-    with pytest.raises(ValueError):   # other stages: not the same numbers
-        pub._computed(other, previous, tmp_path / "results" / "04_constrained_models.json")
-
-
-def test_a_rerender_finds_pieces_that_hashed_its_uncached_stages_under_older_code(tmp_path, monkeypatch):
-    """The run that computed a re-rendered record's entries hashed its uncached stages as its own
-    code did (an older scheme, or before a proven move): the pieces' compute code hash is found
-    when the registry joins each such stage's old hash to this checkout's; without the join the
-    re-render is refused."""
-    from symlib.book import equivalence
-    from symlib.book.provenance import combined_code_hash
-
-    registry = tmp_path / "code_equivalences.json"
-    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
-    chapter = "04_constrained_models"
-    cached = [f"{chapter}-{s}" for s in ("boston_fits", "prior", "robust_boston_fits", "robust_synth", "synth")]
-    uncached = sorted(set(stage_experiments(chapter)) - set(cached))
-    old = {e: "a" * 16 for e in stage_experiments(chapter)}     # every stage's hash then
-    record = {"chapter": chapter, "profile": "paper", "rendered_from_cache": True,
-              "provenance": {"code_hash": "nb", "computed_with": [{"code_hash": "a" * 16, "stages": cached}]}}
-    path = tmp_path / "results" / f"{chapter}.json"
-    pieces.log_piece(chapter, profile="paper", device="cpu", seconds=900.0, outcome="complete",
-                     directory=tmp_path / "results", code_hash=combined_code_hash(old))
-    with pytest.raises(ValueError, match="neither an earlier published record"):
-        pub._computed(record, None, path)
-    equivalence.add([(e, "a" * 16, stage_code_hash(e)) for e in uncached], "test: proven")
-    assert pub._computed(record, None, path)["compute_time"] == "900 s"
-
-
-def test_a_run_made_from_uncommitted_code_is_not_published(tmp_path, monkeypatch):
-    """`records publish` refuses a results file whose commit ends in +dirty: no commit holds the
-    code that made it. The same file made from a clean commit is published."""
-    _run(tmp_path)
-    path = tmp_path / "results" / "01_ortho_skip.json"
-    record = json.loads(path.read_text())
-    monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setattr(pub, "published_dir", lambda tier="full": tmp_path / "published" / tier)
-    monkeypatch.setattr(pub, "executed_dir", lambda: tmp_path / "executed")
-    for commit, refused in (("0123abcd+dirty", True), ("0123abcd", False)):
-        record["provenance"]["commit"] = commit
-        path.write_text(json.dumps(record))
-        if refused:
-            with pytest.raises(SystemExit, match=r"uncommitted changes .*0123abcd\+dirty"):
-                records.main(["publish", "--tier", "full", "01_ortho_skip"])
-            assert not (tmp_path / "published" / "full" / "01_ortho_skip.json").exists()
-        else:
-            records.main(["publish", "--tier", "full", "01_ortho_skip"])
-            assert pub.load("01_ortho_skip", tmp_path / "published" / "full")["provenance"]["commit"] == commit
+    with pytest.warns(published.DamagedRecordWarning):
+        assert "damaged" in published.load("01_ortho_skip", tmp_path / "published")

@@ -3,7 +3,7 @@
 import json
 import shutil
 
-from symlib.book import published, rerun
+from symlib.book import published, publishing, rerun
 
 
 def _claim(cid, reproduced, robust):
@@ -27,7 +27,7 @@ def _publish(tmp_path, record):
     (folder / record["chapter"] / "fig.png").write_bytes(b"png")
     sealed = {**record, "figures": ["fig.png"], "figure_names": {"fig.png": "Figure 1"},
               "computed": {"device": "cpu"}, "published": "2026-01-02T00:00:00"}
-    published._write(folder / f"{record['chapter']}.json", sealed)
+    publishing._write(folder / f"{record['chapter']}.json", sealed)
     return folder
 
 

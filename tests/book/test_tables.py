@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from symlib.book import published, runtime, tables, words
+from symlib.book import published, publishing, runtime, tables, words
 from symlib.book.provenance import provenance
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
@@ -41,7 +41,7 @@ def publish_fake(tmp_path, monkeypatch):
             "claims": claims or [], "figures": [],
         }
         folder.mkdir(parents=True, exist_ok=True)
-        published._write((folder / f"{CHAPTER}.json"), record)
+        publishing._write((folder / f"{CHAPTER}.json"), record)
         return record
 
     return write
@@ -159,7 +159,7 @@ def test_full_run_unmet_lists_withheld_claims(run, publish_fake):
     paper["profile"] = "paper"
     paper["claims"] = [dict(c, preconditions=[dict(pre, measured="1.30")]) for c in paper["claims"][:1]]
     published.published_dir("paper").mkdir(parents=True)
-    published._write((published.published_dir("paper") / f"{CHAPTER}.json"), paper)
+    publishing._write((published.published_dir("paper") / f"{CHAPTER}.json"), paper)
     both = tables.full_run_unmet(CHAPTER)
     assert both.index("published `paper` run") < both.index("published `full` run")
     assert "measured **1.30**, so not judged in both columns: claim [1](#claim-a)\n" in both
@@ -282,7 +282,7 @@ def test_show_sweeps_full_run_in_front_with_one_line_per_claim(run, publish_fake
     record["robustness"] = {"plain-underfits": {"caption": "", "source": "", "columns": list(full.columns),
                                                 "rows": full.to_numpy().tolist()}}
     path = published.published_dir() / f"{CHAPTER}.json"
-    published._write(path, record)
+    publishing._write(path, record)
     chapter = _fake_chapter({"plain-underfits": _sweep(["holds", "holds"], ["this profile", "0.1"])})
     out = tables.show_sweeps(chapter, run, results=None).data
     summary, out = out.split("<div", 1)
@@ -321,7 +321,7 @@ def test_the_paper_run_goes_in_front_of_the_full_run(run, publish_fake, tmp_path
                           "criterion": "", "preconditions": [], "kind": "claim", "verdict": "holds"}],
                  computed={"device": "cuda (H100)", "commit": "0123456789ab",
                            "pieces": {"pieces": 3, "minutes": 22.0}})
-    published._write((paper_dir / f"{CHAPTER}.json"), paper)
+    publishing._write((paper_dir / f"{CHAPTER}.json"), paper)
     record, stale = tables.published_tier(CHAPTER, run.config)
     assert record["profile"] == "paper" and stale == []
     assert list(tables.published_tiers(CHAPTER, run.config)) == ["paper", "full"]
@@ -350,7 +350,7 @@ def test_the_published_runs_figure_goes_in_front_and_this_builds_to_the_end(run,
     folder.mkdir(parents=True)
     (folder / "figure-1.png").write_bytes(png)
     record["figure_names"] = {"fig_fits": "figure-1.png"}
-    published._write((published.published_dir() / f"{CHAPTER}.json"), record)
+    publishing._write((published.published_dir() / f"{CHAPTER}.json"), record)
     glued = {}
     import myst_nb
 
@@ -419,18 +419,18 @@ def test_the_text_quotes_the_published_runs_numbers_where_it_has_them(run, publi
 
     record = publish_fake(_frame())
     record["notes"] = {"quotes": {"acc": None, "which": "skip"}}
-    published._write((published.published_dir() / f"{CHAPTER}.json"), record)
+    publishing._write((published.published_dir() / f"{CHAPTER}.json"), record)
     values, line = tables.glue_quotes(run, chapter, {"acc": 0.25})
     assert glued["which"] == values["which"] == "skip" and glued["acc"] != glued["acc"]  # NaN
     assert "published full run's" in line.data and "older version" not in line.data
     assert run.results.notes["quotes"]["acc"] == 0.25                   # this build's own, for its file
 
     record["notes"] = {"quotes": {"which": "skip"}}                      # one missing: this build's
-    published._write((published.published_dir() / f"{CHAPTER}.json"), record)
+    publishing._write((published.published_dir() / f"{CHAPTER}.json"), record)
     assert "this build's" in tables.glue_quotes(run, chapter, {"acc": 0.25})[1].data and glued["acc"] == 0.25
     full = runtime.start(CHAPTER, PROFILES, profile="full", seed=0, device="cpu")
     record["notes"] = {"quotes": {"acc": 0.5, "which": "skip"}}
-    published._write((published.published_dir() / f"{CHAPTER}.json"), record)
+    publishing._write((published.published_dir() / f"{CHAPTER}.json"), record)
     assert "this build's (profile `full`)" in tables.glue_quotes(full, chapter, {"acc": 0.25})[1].data
     assert glued["acc"] == 0.25
 
@@ -444,7 +444,7 @@ def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publis
     record = publish_fake(_frame())
     theirs = {"agreement": {"HMC q_r": None, "Ens. q_r": 0.7}, "lambdas": [0.5], "monotone": False, "more": 1}
     record["notes"] = {"facts": {"table1": theirs}}
-    published._write((published.published_dir() / f"{CHAPTER}.json"), record)
+    publishing._write((published.published_dir() / f"{CHAPTER}.json"), record)
     got = tables.published_facts(run, "table1", ours)
     assert got["agreement"]["Ens. q_r"] == 0.7 and got["agreement"]["HMC q_r"] != got["agreement"]["HMC q_r"]
     assert got["lambdas"] == [0.5] and got["monotone"] is False
