@@ -1,3 +1,3 @@
 """symlib: weight-space symmetries in Bayesian neural networks, the library behind the book."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -231,3 +231,16 @@ def test_the_workflows_pass_actionlint():
     done = subprocess.run([_actionlint(), "-no-color", *sorted(map(str, (ROOT / ".github/workflows").glob("*.yml")))],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_one_version_everywhere_and_a_changelog_entry_for_it():
+    """The package's version (pyproject), the library's ``__version__`` and the citation file agree,
+    and the CHANGELOG has a section for it."""
+    import tomllib
+
+    import symlib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert symlib.__version__ == version
+    assert yaml.safe_load((ROOT / "CITATION.cff").read_text())["version"] == version
+    assert re.search(rf"^## {re.escape(version)} ", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
