@@ -21,11 +21,25 @@ def _script():
     return module
 
 
-def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
+def _few(data: dict) -> dict:
+    """MNIST digits cut to 640 training and 200 test digits (ten batches): the units' bookkeeping
+    holds at any size, and the tests need not pay for the shipped 5,000."""
+    return {**data, **{k: data[k][:640] for k in ("x_train", "y_train")},
+            **{k: data[k][:200] for k in ("x_test", "y_test")}}
+
+
+def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path, monkeypatch):
     from symlib.chapters import declared, get_profile
+    from symlib.chapters.posterior_mmd import networks
+    from symlib.chapters.posterior_mmd import stages as stages_2b
     from symlib.chapters.posterior_mmd.networks import train_chunks
+    from symlib.chapters.symmetry_removal import optunets
     from symlib.chapters.symmetry_removal.optunets import optunet_chunks
 
+    few_2b = _few(networks.load_data(get_profile("02b_posterior_mmd", "smoke"), ood=False))
+    monkeypatch.setattr(stages_2b, "load_data", lambda config, *, ood=True: few_2b)   # train_chunks' (ood=False)
+    load_mnist = optunets.load_mnist
+    monkeypatch.setattr(optunets, "load_mnist", lambda source, **kw: _few(load_mnist(source, **kw)))
     out = tmp_path / "units.json"
     result = _script().main(["--profile", "smoke", "--units", "2b_chunk", "2a_chunk", "--out", str(out)])
     assert json.loads(out.read_text()) == result
@@ -45,9 +59,14 @@ def test_times_the_first_training_item_of_each_chapter_and_writes_it(tmp_path):
 def test_times_the_samples_stage_method_by_method_in_a_cache_of_its_own(tmp_path, monkeypatch):
     """Each method of chapter 2b's ``samples`` is a unit of its own (the stage stops between
     them); the stand-in modes' checkpoint never reaches the user's cache, and the budget
-    variables are as they were."""
+    variables are as they were (on :func:`_few` digits)."""
+    from symlib.chapters import get_profile
+    from symlib.chapters.posterior_mmd import networks
+    from symlib.chapters.posterior_mmd import stages as stages_module
     from symlib.chapters.posterior_mmd.sampling import POSTERIORS
 
+    few = _few(networks.load_data(get_profile("02b_posterior_mmd", "smoke"), ood=False))
+    monkeypatch.setattr(stages_module, "load_data", lambda config, *, ood=True: few)   # the samples stage's (ood=False)
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SYMLIB_BUDGET_S", "480")
     unit = _script().main(["--profile", "smoke", "--units", "2b_samples"])["units"]["2b_samples"]

@@ -697,10 +697,10 @@ def test_two_chapters_side_by_side_write_their_pages_and_results_where_the_varia
         monkeypatch.setenv(var, str(tmp_path / folder))
     monkeypatch.setenv("SYMLIB_CHAPTER_JOBS", "2")
     monkeypatch.delenv("SYMLIB_CACHED_ONLY", raising=False)
-    pipeline.main(["execute", "--profile", "smoke", "--device", "cpu", "00_symmetries", "02a_symmetry_removal"])
+    pipeline.main(["execute", "--profile", "smoke", "--device", "cpu", "00_symmetries", "01_ortho_skip"])
     out = capfd.readouterr().out
     assert "2 chapters, 2 at a time" in out
-    for name in ("00_symmetries", "02a_symmetry_removal"):
+    for name in ("00_symmetries", "01_ortho_skip"):
         assert nbformat.read(tmp_path / "executed" / f"{name}.ipynb", as_version=4).cells
         results = json.loads((tmp_path / "results" / f"{name}.json").read_text())
         assert results["profile"] == "smoke"

@@ -79,8 +79,38 @@ def test_split_counts_spread_samples_evenly():
     assert sum(sampling.split_counts(100, 10)) == 100
 
 
-def test_smoke_profile_runs_end_to_end():
-    cfg = get_profile("02b_posterior_mmd", "smoke")
+SMOKE = get_profile("02b_posterior_mmd", "smoke")
+
+
+@pytest.fixture(scope="module")
+def smoke_nets():
+    """:func:`networks.train_networks` called directly on the smoke profile's digits (seed 0, the
+    ``train`` stage's), once for the module's tests that compare the stage with it."""
+    return networks.train_networks(SMOKE, networks.load_data(SMOKE, ood=False), 0, progress=False)
+
+
+@pytest.fixture(scope="module")
+def few_digits() -> dict:
+    """The smoke profile's digits cut to 640 training and 200 test digits (ten batches): data for
+    the tests of how the ``samples`` stage stops and continues, which hold at any size."""
+    data = networks.load_data(SMOKE, ood=False)
+    return {k: v[:640] if k in ("x_train", "y_train") else v[:200] for k, v in data.items()}
+
+
+@pytest.fixture(scope="module")
+def few_nets(few_digits) -> dict:
+    return networks.train_networks(SMOKE, few_digits, 0, progress=False)
+
+
+@pytest.fixture(scope="module")
+def few_samples(few_digits, few_nets) -> dict:
+    """:func:`sampling.posterior_samples` on :func:`few_digits` in one uninterrupted run (seed 1,
+    the ``samples`` stage's)."""
+    return sampling.posterior_samples(SMOKE, few_digits, few_nets, 1, progress=False)
+
+
+def test_smoke_profile_runs_end_to_end(smoke_nets):
+    cfg = SMOKE
     stages = CHAPTER.run_stages(cfg, seed=0)
     results = stages["eval"]
     assert [(r["mode"], r["method"]) for r in results["rows"]] == list(sampling.METHODS)
@@ -109,8 +139,7 @@ def test_smoke_profile_runs_end_to_end():
     assert rows["multi_mode_better_ood"] is None
     assert set(rows["multi_mode_closer"]["verdict"]) == {"not judged"}  # the smoke gate applies to sweeps too
     # the stages are the functions they wrap, with the seeds the chapter used before the contract
-    data = networks.load_data(cfg)
-    nets = networks.train_networks(cfg, data, 0, progress=False)
+    data, nets = networks.load_data(cfg), smoke_nets
     for k in nets["reference"]:
         assert torch.equal(nets["reference"][k], stages["train"]["reference"][k]), k
     samples = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
@@ -125,7 +154,7 @@ def test_smoke_profile_runs_end_to_end():
         assert detection[r["mode"], r["method"]]["FPR95"] == pytest.approx(r["FPR95"])
 
 
-def test_training_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
+def test_training_chunks_are_cached_one_by_one(smoke_nets, tmp_path, monkeypatch):
     """The `paper` run trains its 1,100 networks in 11 chunks of 100, a stage no piece of a few
     minutes could finish whole; each chunk is cached on its own, so a piece stopped inside the
     stage keeps the chunks it finished and the next computes only the rest. The networks put
@@ -158,7 +187,7 @@ def test_training_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
     trained.clear()
     again = training.run_stages(cfg, seed=0)["train"]
     assert len(trained) == 1 and trained[0] in [(0, 4), (1, 4), (2, 2)]  # the missing chunk alone
-    whole = networks.train_networks(cfg, networks.load_data(cfg, ood=False), 0, progress=False)
+    whole = smoke_nets   # train_networks in one batch
     for nets in (first, again):
         for part in ("reference", "ensemble"):
             for k in whole[part]:
@@ -167,15 +196,12 @@ def test_training_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
             assert torch.equal(nets[k], whole[k]), k
 
 
-def test_samples_stopped_between_methods_continue_to_the_uninterrupted_numbers(tmp_path):
+def test_samples_stopped_between_methods_continue_to_the_uninterrupted_numbers(few_digits, few_nets, few_samples, tmp_path):
     """A run in pieces stops ``samples`` after the method running at the budget (the `paper`
     stage takes about 18 min on 2 CPU cores, longer than a piece), its checkpoint written; each
     call continues with the next method, and the rows are those of an uninterrupted run bit for
     bit (the generator's state travels with the draws)."""
-    cfg = get_profile("02b_posterior_mmd", "smoke")
-    data = networks.load_data(cfg, ood=False)
-    nets = networks.train_networks(cfg, data, 0, progress=False)
-    whole = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
+    cfg, data, nets, whole = SMOKE, few_digits, few_nets, few_samples
     path, done, calls = tmp_path / "samples.pt", [], 0
     while True:
         calls += 1
@@ -202,14 +228,15 @@ def test_samples_stopped_between_methods_continue_to_the_uninterrupted_numbers(t
         sampling.posterior_samples(cfg, data, nets, 1, progress=False, checkpoint=path)
 
 
-def test_the_samples_stage_spends_its_checkpoint(tmp_path, monkeypatch):
+def test_the_samples_stage_spends_its_checkpoint(few_digits, few_nets, few_samples, tmp_path, monkeypatch):
     """The stage continues the checkpoint that ``symlib.book.checkpoints`` names for it and
     removes it once its result is whole."""
+    from symlib.chapters.posterior_mmd import stages as stages_module
+
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
-    cfg = get_profile("02b_posterior_mmd", "smoke")
+    monkeypatch.setattr(stages_module, "load_data", lambda config, ood=True: few_digits)   # the stage's data
+    cfg, nets = SMOKE, few_nets
     stage = CHAPTER.stage("samples")
-    data = networks.load_data(cfg, ood=False)
-    nets = networks.train_networks(cfg, data, 0, progress=False)
     ctx = StageContext(CHAPTER.name, stage, stage.view(cfg, CHAPTER.name), "cpu", {"train": nets}, 0)
     path = samples_checkpoint(ctx)
     assert [path.name] == checkpoint_names.expected(CHAPTER.name, "smoke", seed=0)
@@ -218,8 +245,8 @@ def test_the_samples_stage_spends_its_checkpoint(tmp_path, monkeypatch):
     assert path.is_file()
     out = stage.compute(ctx)
     assert not path.exists()
-    whole = sampling.posterior_samples(cfg, data, nets, ctx.seed, progress=False)
-    for a, b in zip(whole["rows"], out["rows"]):
+    assert ctx.seed == 1   # the seed few_samples was drawn with
+    for a, b in zip(few_samples["rows"], out["rows"]):
         assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"]), a["method"]
 
 

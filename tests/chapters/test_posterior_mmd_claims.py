@@ -146,8 +146,24 @@ def test_the_accuracy_gate_names_the_property_of_the_papers_run_it_scales():
                 assert "NOTES" not in p.source and p.column is Column.BOTH
 
 
-def test_replicates_rerun_the_whole_experiment_from_their_own_streams():
+def test_replicates_rerun_the_whole_experiment_from_their_own_streams(tmp_path, monkeypatch):
+    """On the smoke profile's digits cut to 640 training and 200 test digits (what is checked is
+    which streams and stages a replicate runs, not the numbers of a size), in a cache of the
+    test's own, as those entries are keyed by the full digits."""
+    from symlib.chapters.posterior_mmd import networks, replicates
+    from symlib.chapters.posterior_mmd import stages as stages_module
+
     smoke = dataclasses.replace(get_profile("02b_posterior_mmd", "smoke"), seeds=2)
+    data = networks.load_data(smoke)
+    few = {k: v[:640] if k in ("x_train", "y_train") else v[:200] if k in ("x_test", "y_test") else v
+           for k, v in data.items()}
+    def load_few(config, *, ood=True):
+        return few if ood else {k: v for k, v in few.items() if k != "x_ood"}
+
+    for module in (stages_module, replicates):   # the main run's stages and the replicate's
+        monkeypatch.setattr(module, "load_data", load_few)
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SYMLIB_JOBS", "1")   # in this process, where load_data is replaced
     stage = CHAPTER.stage("replicates")
     assert stage.items(stage.view(smoke)) == [1]
     assert stage.key(smoke, 0, item=1) != stage.key(dataclasses.replace(smoke, seeds=3), 0, item=1)

@@ -92,13 +92,23 @@ def test_optunets_in_chunks_are_cached_one_by_one(tmp_path, monkeypatch):
     piece of a few minutes); each chunk is cached on its own, in the main run and in the momentum
     sweep's rerun, so a piece stopped inside the stage keeps the chunks it finished. Put together,
     the chunks are what train_optunets gives: the tracked networks' permutations side by side
-    across chunks, a chunk without tracked networks recording none."""
+    across chunks, a chunk without tracked networks recording none. On the shipped digits cut to
+    640 training and 200 test digits (in this process, hence one job, and a cache of the test's
+    own): what is checked is which chunks are trained and cached, at any size."""
     from symlib.book.pipeline import without_stages
     from symlib.book.runtime import torch_threads
     from symlib.chapters.symmetry_removal import optunets, stages
 
     monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
     monkeypatch.setenv("SYMLIB_JOBS", "1")
+    load_mnist = optunets.load_mnist
+
+    def few_digits(source, **kw):
+        data = load_mnist(source, **kw)
+        return {**data, **{k: data[k][:640] for k in ("x_train", "y_train")},
+                **{k: data[k][:200] for k in ("x_test", "y_test")}}
+
+    monkeypatch.setattr(optunets, "load_mnist", few_digits)
     assert optunets.optunet_chunks(get_profile("02a_symmetry_removal", "paper")) == [(c, 100) for c in range(10)]
     smoke = get_profile("02a_symmetry_removal", "smoke")
     assert optunets.optunet_chunks(smoke) == [(None, 3)]                      # the other profiles: one batch

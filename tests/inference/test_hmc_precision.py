@@ -77,9 +77,23 @@ def _moments(precision: str, seed: int):
     return res, draws, cov.numpy()
 
 
+@pytest.fixture(scope="module")
+def runs():
+    """``precision -> _moments(precision, seed=3)``, each run once for the module's tests: the
+    same target, start, tuning and seed for both precisions."""
+    done = {}
+
+    def run(precision: str):
+        if precision not in done:
+            done[precision] = _moments(precision, seed=3)
+        return done[precision]
+
+    return run
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_reduced_precision_hmc_samples_the_exact_gaussian(precision):
-    res, draws, cov = _moments(precision, seed=3)
+def test_reduced_precision_hmc_samples_the_exact_gaussian(runs, precision):
+    res, draws, cov = runs(precision)
     assert res.force_precision == precision
     n = draws.shape[0]
     sd = np.sqrt(np.diag(cov))
@@ -93,9 +107,9 @@ def test_reduced_precision_hmc_samples_the_exact_gaussian(precision):
     assert float(res.accept_rate.mean()) > 0.5
 
 
-def test_bf16_acceptance_is_reported_beside_fp32():
-    fp32, _, _ = _moments("fp32", seed=4)
-    bf16, _, _ = _moments("bf16", seed=4)
+def test_bf16_acceptance_is_reported_beside_fp32(runs):
+    fp32, _, _ = runs("fp32")
+    bf16, _, _ = runs("bf16")
     # the same target and tuning: the reduced force can only cost acceptance, not much here
     a32, a16 = float(fp32.accept_rate.mean()), float(bf16.accept_rate.mean())
     assert abs(a16 - a32) < 0.1, (a32, a16)
