@@ -109,8 +109,8 @@ compare: $(STAMP) ## compare a rerun (results/CHAPTER.json) with its published T
 linkcheck: $(STAMP) ## check every internal link and anchor of the built book (offline)
 	$(PY) -m symlib.book.linkcheck _build/html
 
-browser-test: $(STAMP) ## check every built page in headless Chromium (needs chromium, chromium-driver)
-	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py
+browser-test: $(STAMP) ## check every built page in headless Chromium and scan its text (needs chromium, chromium-driver)
+	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_browser.py tests/test_pages.py
 
 page-scan: $(STAMP) ## scan every built page's text for process wording and gaps in claim numbers
 	$(PY) -m pytest -m browser -p no:cacheprovider tests/test_pages.py
