@@ -1,13 +1,21 @@
 """How a chapter shows its tables and its claims ledger: one helper for every chapter.
 
 :func:`show_table` stores a table in the chapter's results file and renders it as HTML with a
-numbered ``<caption>`` (chapter 2a's third table is "Table 2a" + ".3"), inside a scroll container so a wide table never runs
-past the text column, with one number format per column (three significant digits), the
-paper's columns set apart from ours, and, when a `full` run of the chapter is published
-(:mod:`symlib.book.published`), its numbers beside this build's. A published run made by an
-older profile or code is marked "from an older version of the code"; nothing here fails on it.
-:func:`show_ledger` does the same for the claims ledger (status by colour and symbol, this
-build's verdict beside the published one) and shows the published run's figures.
+numbered ``<caption>`` (chapter 2a's third table is "Table 2a" + ".3"), inside a scroll
+container so a wide table never runs past the text column, with one number format per column
+(three significant digits), the paper's columns set apart from ours, and, when a `full` run of
+the chapter is published (:mod:`symlib.book.published`), its numbers beside this build's. A
+published run made by an older profile or code is marked "from an older version of the code";
+nothing here fails on it. :func:`show_ledger` does the same for the claims ledger (status by
+colour and symbol, this build's verdict beside the published one) and shows the published run's
+figures.
+
+A table is shown so that it fits the text column of a desktop window without scrolling, its
+stored form unchanged: :func:`shown_columns` turns a table of splits, puts a spread beside its
+mean and the paper's many numbers under ours, and says a column that is the same in every row
+once; :func:`cell_html` lets cells break where a reader expects; an estimate of the table's
+narrowest width (:func:`too_wide`) sets the widths of its columns of sentences and its compact
+type.
 
     table = pd.DataFrame(...)
     tables.show_table(run, "table1_mnist", table, caption="MNIST / OptuNet, ours beside the paper's")
@@ -26,6 +34,7 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import myst_nb
 from docutils.nodes import make_id
@@ -40,6 +49,8 @@ from symlib.book.words import reader_words
 from symlib.data import data_hash
 
 __all__ = [
+    "Column",
+    "cell_html",
     "chapter_label",
     "format_column",
     "front_figure",
@@ -51,10 +62,13 @@ __all__ = [
     "published_tiers",
     "render_ledger",
     "render_table",
+    "sentence_widths",
     "show_ledger",
     "show_table",
+    "shown_columns",
     "table_anchor",
     "tier_of",
+    "too_wide",
     "without_timing",
 ]
 
@@ -68,13 +82,14 @@ it (``"component sd s"``, a standard deviation, is not one)."""
 
 
 LONG_TEXT = 80
-"""A column with a cell longer than this (characters) gets a minimum width: squeezed beside
-short columns, a sentence becomes a tall, mostly white row."""
+"""A column with a cell longer than this (characters) gets a minimum width
+(:func:`sentence_widths`)."""
 LONG_TABLE_ROWS = 20
 """Tables of more rows than this are shown behind a toggle (their caption stays visible)."""
 COMPACT_COLUMNS = 12
-"""Tables with at least this many columns are set compact (smaller type, tighter cells), so
-that one run's table of a paper's many metrics fits the text column."""
+"""Tables with at least this many columns shown, or estimated too wide for the text column
+(:func:`too_wide`), are set compact (smaller type, tighter cells), so that one run's table of a
+paper's many metrics fits the text column."""
 
 
 def is_timing_column(name) -> bool:
@@ -229,6 +244,259 @@ def _cells(table: dict, formats: dict, other: dict | None = None) -> tuple[dict,
     return {c: v[:n] for c, v in cells.items()}, {c: v[n:] for c, v in cells.items()}
 
 
+# --------------------------------------------------------------------------- what a table shows
+
+
+TURN_COLUMNS = 5
+"""A table whose columns after the first are numbered 1, 2, ..., n (one per split or seed), n at
+least this and more than its rows, is shown turned: one row per number. Fifteen splits across
+do not fit the text column, and a column then holds one model's numbers, in one format. The
+numbers' column keeps the header the rows' labels had (none for pandas' ``"index"``, the name
+of an index without one)."""
+SPREAD_SUFFIX = " (std)"
+"""A column ``"X (std)"`` beside ``"X"`` is shown in X's cells, as ``mean ± std``."""
+PAPER_SUFFIX, OURS_SUFFIX = " (paper)", " (ours)"
+"""A column ``"X (paper)"`` beside ``"X"`` or ``"X (ours)"`` makes a pair."""
+PAPER_PAIRS = 4
+"""In a table of this many pairs (:data:`PAPER_SUFFIX`) or more, each pair is shown as one
+column, the paper's number under ours: a paper's many metrics or settings, ours and theirs one
+column each, are too many for the text column."""
+SAME_ROWS = 3
+"""A column of text with the same value in each of this many rows or more is said once, under
+the caption ("In every row, robust verdict: not judged."), not in every row; one with nothing
+in it is left out."""
+LONG_WORD = 16
+"""A word longer than this (characters) that joins its parts with "_" (a chapter's name, an
+identifier) may break after each "_": unbroken, it widens its column past the text."""
+TEXT_COLUMN_EM = 50
+"""The text column at a 1280-px window (683 px, 676 beside a scroll bar) in ems of a table's
+type (0.85 of 16 px)."""
+COMPACT = (0.85 / 0.74, 0.6, 0.06)
+"""A compact table (book/_static/symlib.css): its em is 0.74/0.85 of a table's, so the text
+column holds this many times more of them; its cells' padding (0.3 em a side); and the
+error of :func:`too_wide`'s estimate (fitted: 6%)."""
+ROOM_SLACK = 3
+"""Em of the text column that :func:`sentence_widths` leaves free for the error of its estimate."""
+CHAR_EM, BOLD, PAD_EM = 0.57, 1.05, 1.0
+"""For :func:`too_wide`: a character of the tables' type, in em; how much wider a header's bold
+type is; a cell's padding (0.5 em a side, book/_static/symlib.css). Fitted to the narrowest
+widths Chromium gives nine of the book's tables (``width: min-content``): the estimates fall
+within 6% of them."""
+_NUMBER = r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?"
+PLUS_MINUS = re.compile(rf"(?<![\w.])([-+−]?{_NUMBER})\s*±\s*({_NUMBER})")
+"""A number with its spread in a cell of text (``"0.070 ± 0.009"``, ``"88.379±0.023"``)."""
+NUMBER = re.compile(rf"[-+−]?{_NUMBER}")
+"""A number written as text (``"-0.210"``, ``"5.1e-04"``, ``"1,234"``)."""
+
+
+KINDS = ("", "num", "spread")
+"""The kinds of a shown cell (:class:`Column`), in the order a merged cell takes the larger."""
+
+
+class Column(NamedTuple):
+    """A column as shown: its header, each cell's HTML and kind (``"num"``: a number; ``"spread"``:
+    a number with its spread, ``mean ± sd``; ``""``: text), whether it holds the paper's numbers,
+    each cell's length in characters (for :func:`_th`) and the characters of its widest piece
+    that cannot break (for :func:`too_wide`)."""
+    name: str
+    cells: list[str]
+    kinds: list[str]
+    paper: bool
+    lengths: list[int]
+    widest: int
+
+
+def shown_columns(table: dict, *, formats: dict | None = None, paper_columns=None,
+                  hide: tuple = ()) -> tuple[list[Column], list[bool], str]:
+    """What :func:`render_table` shows of a stored table: its columns, without ``hide``, turned
+    when they are numbered (:data:`TURN_COLUMNS`), a spread in its mean's cells
+    (:data:`SPREAD_SUFFIX`), the paper's numbers under ours in a table of many pairs
+    (:data:`PAPER_PAIRS`) and a column of text that is the same in every row said once
+    (:data:`SAME_ROWS`); which rows are the paper's; and a note (HTML, "" when there is nothing
+    to say) on how the cells read and what every row holds. The stored table is not changed:
+    its results file and comparisons see every column."""
+    formats = formats or {}
+    keep = [i for i, c in enumerate(table["columns"]) if c not in hide]
+    names = [table["columns"][i] for i in keep]
+    rows = [[row[i] for i in keep] for row in table["rows"]]
+    turned = _numbered(names, rows)
+    if turned:
+        labels = [str(row[0]) for row in rows]
+        rows = [[c, *(row[j] for row in rows)] for j, c in enumerate(names[1:], 1)]
+        names = ["" if names[0] == "index" else names[0], *labels]
+    columns = []
+    for j, name in enumerate(names):
+        values = [row[j] for row in rows]
+        texts = format_column(values, formats.get(name))
+        paper = _is_paper_row([name]) if turned and j else _is_paper(name, paper_columns)
+        kinds = _kinds(values, texts, labels=j == 0)
+        columns.append(Column(name, [cell_html(t) for t in texts], kinds, paper, [len(t) for t in texts],
+                              max((_unbreakable(t, k) for t, k in zip(texts, kinds, strict=True)), default=0)))
+    columns, same = _without_same(_with_spreads(columns))
+    how = [f"In every row, {same}."] if same else []
+    stacked = _papers_under_ours(columns)
+    if len(columns) - len(stacked) >= PAPER_PAIRS:
+        columns = stacked
+        how.insert(0, "In each cell, the paper's number (shaded) is under ours.")
+    paper_rows = [False] * len(rows) if turned else [_is_paper_row(row) for row in rows]
+    return columns, paper_rows, " ".join(how)
+
+
+def _kinds(values: list, texts: list[str], *, labels: bool = False) -> list[str]:
+    """The kinds of a column's cells (:class:`Column`). A number stored as its text (a row of
+    single values in a column of ``mean ± se``) is a number where the column holds nothing but
+    numbers, with or without spreads, and blanks; beside words, or in the first column (the
+    rows' labels: a claim's number, a split's), it is text."""
+    def kind(value, text):
+        if _is_number(value):
+            return "num"
+        return "text-num" if NUMBER.fullmatch(text) else "spread" if PLUS_MINUS.fullmatch(text) else ""
+    kinds = [kind(v, t) for v, t in zip(values, texts, strict=True)]
+    words = labels or any(k == "" and t.strip() not in ("", "—") for k, t in zip(kinds, texts, strict=True))
+    return [("" if words else "num") if k == "text-num" else k for k in kinds]
+
+
+def _numbered(names: list[str], rows: list[list]) -> bool:
+    """Whether a table's columns after the first are numbered 1..n with n at least
+    :data:`TURN_COLUMNS` and more than its rows, its first column being the rows' labels."""
+    n = len(names) - 1
+    return (n >= TURN_COLUMNS and n > len(rows) and names[1:] == [str(i) for i in range(1, n + 1)]
+            and all(isinstance(row[0], str) for row in rows))
+
+
+def _with_spreads(columns: list[Column]) -> list[Column]:
+    """``"X"`` and ``"X (std)"`` as one column ``"X ± std"`` whose cells read ``mean ± std``."""
+    by_name = {c.name: c for c in columns}
+    out = []
+    for c in columns:
+        spread = by_name.get(c.name + SPREAD_SUFFIX)
+        if c.name.endswith(SPREAD_SUFFIX) and c.name[: -len(SPREAD_SUFFIX)] in by_name:
+            continue
+        if spread is None:
+            out.append(c)
+            continue
+        cells = [m if s == "—" else _plus_minus(m, s) for m, s in zip(c.cells, spread.cells, strict=True)]
+        out.append(c._replace(name=f"{c.name} ± std", cells=cells, kinds=["spread" if k else k for k in c.kinds],
+                              lengths=[a + b + 3 for a, b in zip(c.lengths, spread.lengths, strict=True)],
+                              widest=max(c.widest, spread.widest + 2)))
+    return out
+
+
+def _papers_under_ours(columns: list[Column]) -> list[Column]:
+    """Each ``"X (paper)"`` column in the cells of ``"X"`` (or ``"X (ours)"``, then named ``"X"``),
+    the paper's number on a shaded line under ours."""
+    by_name = {c.name: c for c in columns}
+
+    def ours_of(name):
+        base = name[: -len(PAPER_SUFFIX)]
+        return by_name.get(base) or by_name.get(base + OURS_SUFFIX)
+
+    papers = {ours.name: c for c in columns if c.name.endswith(PAPER_SUFFIX) and (ours := ours_of(c.name))}
+    out = []
+    for c in columns:
+        if c.name.endswith(PAPER_SUFFIX) and ours_of(c.name) is not None:
+            continue
+        paper = papers.get(c.name)
+        if paper is None:
+            out.append(c)
+            continue
+        cells = [f'{o}<span class="symlib-paper symlib-under">{t}</span>' for o, t in zip(c.cells, paper.cells, strict=True)]
+        out.append(c._replace(name=c.name.removesuffix(OURS_SUFFIX), cells=cells,
+                              kinds=[max(a, b, key=KINDS.index) for a, b in zip(c.kinds, paper.kinds, strict=True)],
+                              lengths=[max(a, b) for a, b in zip(c.lengths, paper.lengths, strict=True)],
+                              widest=max(c.widest, paper.widest)))
+    return out
+
+
+def _without_same(columns: list[Column]) -> tuple[list[Column], str]:
+    """The columns but the first without those of text that hold one value in every row (at
+    least :data:`SAME_ROWS`), and those values as ``"name: value; ..."`` (an empty column is
+    left out unsaid)."""
+    same = [c for c in columns[1:] if len(c.cells) >= SAME_ROWS and not any(c.kinds) and len(set(c.cells)) == 1]
+    said = "; ".join(f"{html.escape(reader_words(c.name))}: {c.cells[0]}" for c in same if c.cells[0].strip())
+    return [c for c in columns if c not in same], said
+
+
+def _unbreakable(text: str, kind: str) -> int:
+    """The characters of the widest piece of a cell's text that cannot break (as
+    :func:`cell_html` lets it break)."""
+    if kind == "num":
+        return len(text)
+    if kind == "spread" and (m := PLUS_MINUS.fullmatch(text)):
+        return max(len(m[1]), len(m[2]) + 2)
+    words = [piece for word in text.split() for piece in
+             (word.split("_") if len(word) > LONG_WORD else [word]) for piece in re.split(r"(?<=-)", piece)]
+    return max(map(len, words), default=0)
+
+
+def _narrowest(column: Column, pad: float = PAD_EM) -> float:
+    """The narrowest a column can be, estimated in em: its widest unbreakable piece (header or
+    cell) and its padding (:data:`CHAR_EM`)."""
+    header = max(map(len, reader_words(column.name).split()), default=0) * BOLD
+    return CHAR_EM * max(column.widest, header) + pad
+
+
+def too_wide(columns: list[Column], *, compact: bool = False) -> bool:
+    """Whether the columns, each as narrow as it can be, are estimated wider than the text
+    column (:data:`TEXT_COLUMN_EM`): such a table is set compact. With ``compact``: whether
+    they are, set compact (:data:`COMPACT`), clearly wider (by more than the estimate's error):
+    such a table's headers break inside words too."""
+    if not compact:
+        return sum(map(_narrowest, columns)) > TEXT_COLUMN_EM
+    scale, pad, error = COMPACT
+    return sum(_narrowest(c, pad) for c in columns) > TEXT_COLUMN_EM * scale * (1 + error)
+
+
+def sentence_widths(columns: list[Column]) -> dict[int, int]:
+    """The minimum width, in em, of each column of sentences (a cell longer than
+    :data:`LONG_TEXT`), by its index: squeezed beside short columns, a sentence becomes a tall,
+    mostly white row. One such column gets 20-36 em, more the longer its sentences; two or more
+    share two columns' 28-48 em (three at 24 em each overflowed the reproducibility page's table
+    of tiers). Together they take no more than the text column leaves once the other columns
+    are as narrow as they can be (:func:`_narrowest`, less :data:`ROOM_SLACK` for the estimate's
+    error): a minimum past that makes the table scroll."""
+    sentences = {i: max(c.lengths) for i, c in enumerate(columns) if max(c.lengths, default=0) > LONG_TEXT}
+    if not sentences:
+        return {}
+    n = len(sentences)
+    floor, cap = (20, 36) if n < 2 else (28 // n, 48 // n)
+    want = {i: min(max(floor, longest // 14), cap) for i, longest in sentences.items()}
+    room = TEXT_COLUMN_EM - ROOM_SLACK - sum(_narrowest(c) for i, c in enumerate(columns) if i not in sentences)
+    if sum(want.values()) > room:
+        want = {i: math.floor(w * max(room, 0) / sum(want.values())) for i, w in want.items()}
+    return {i: w for i, w in want.items() if w > 0}
+
+
+def _plus_minus(mean: str, spread: str) -> str:
+    """``mean ± spread`` (HTML) that breaks, if it must, only before the "±"."""
+    return f'<span class="symlib-nowrap">{mean}</span> <span class="symlib-nowrap">± {spread}</span>'
+
+
+def cell_html(text: str) -> str:
+    """A cell's text as HTML that wraps where a reader expects: a number with its spread
+    (``0.070 ± 0.009``) only before the "±", a long word joined by "_" after each "_"
+    (:data:`LONG_WORD`)."""
+    out = re.sub(rf"(?<![\w-])(?=[\w-]{{{LONG_WORD + 1},}})\w*_[\w-]*",
+                 lambda m: m[0].replace("_", "_<wbr>"), html.escape(text))
+    return PLUS_MINUS.sub(lambda m: _plus_minus(m[1], m[2]), out)
+
+
+def _compact_classes(columns: list[Column]) -> str:
+    """The classes that set a table compact (:data:`COMPACT_COLUMNS`, :func:`too_wide`) and let
+    its headers break inside words (only where even compact it is too wide: "accurac-y" is
+    harder to read than a whole word)."""
+    if len(columns) < COMPACT_COLUMNS and not too_wide(columns):
+        return ""
+    return " symlib-compact symlib-break-headers" if too_wide(columns, compact=True) else " symlib-compact"
+
+
+def _th(column: Column, min_em: int | None) -> str:
+    """A header cell, at least ``min_em`` wide (:func:`sentence_widths`)."""
+    style = f' style="min-width: {min_em}em"' if min_em else ""
+    paper = ' class="symlib-paper"' if column.paper else ""
+    return f"<th{style}{paper}>{html.escape(reader_words(column.name))}</th>"
+
+
 def render_table(table: dict, *, label: str, anchor: str, full: dict | None = None,
                  full_record: dict | None = None, stale: list[str] | None = None,
                  formats: dict | None = None, paper_columns=None, hide: tuple = ()) -> str:
@@ -259,57 +527,28 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
     merged = full is not None and _aligned(table, full)
     quick, other = _cells(table, formats, full if merged else None)
     both = [c for c in cols if merged and other[c] != quick[c]]
-    stale_cls = " symlib-stale" if stale else ""
     if both:  # the published run in front, this build's numbers one click away: one tier at a time
         return _full_in_front(table, full, label=label, anchor=anchor, full_record=full_record, stale=stale,
                               formats=formats, paper_columns=paper_columns, hide=hide, differ=both)
 
-    def paper(c):
-        return ' class="symlib-paper"' if _is_paper(c, paper_columns) else ""
-
-    sentences = sum(max((len(v) for v in quick[c]), default=0) > LONG_TEXT for c in cols)
-
-    def th(c, **attrs):
-        longest = max((len(v) for v in quick[c]), default=0)
-        if longest > LONG_TEXT:  # a column of sentences: wide enough to read, wider the longer they are
-            # two or more such columns share the text column's width: their floors and caps shrink
-            # so that together they stay near two columns' 28-48 em (three at 24 em each overflowed
-            # the reproducibility page's table of tiers: 1,023 px of content in 676)
-            floor, cap = (20, 36) if sentences < 2 else (28 // sentences, 48 // sentences)
-            attrs["style"] = f"min-width: {min(max(floor, longest // 14), cap)}em"
-        extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
-        return f"<th{extra}{paper(c)}>{html.escape(c)}</th>"
-
-    head = ["<thead><tr>"]
-    if both:
-        for c in cols:
-            head.append(th(c, colspan=2) if c in both else th(c, rowspan=2))
-        head.append("</tr><tr>")
-        for c in both:
-            head.append(f'<th class="symlib-tier">quick</th><th class="symlib-tier symlib-full{stale_cls}">full</th>')
-    else:
-        head.extend(th(c) for c in cols)
-    head.append("</tr></thead>")
-
+    shown, paper_rows, how = shown_columns(table, formats=formats, paper_columns=paper_columns, hide=hide)
+    widths = sentence_widths(shown)
+    head = ["<thead><tr>", *(_th(c, widths.get(i)) for i, c in enumerate(shown)), "</tr></thead>"]
     body = ["<tbody>"]
-    for i in range(len(table["rows"])):
-        body.append('<tr class="symlib-paper">' if _is_paper_row(table["rows"][i]) else "<tr>")
-        for c in cols:
-            num = ' class="symlib-num"' if _is_number(table["rows"][i][table["columns"].index(c)]) else ""
-            cls = paper(c) or num
-            if paper(c) and num:
-                cls = ' class="symlib-paper symlib-num"'
-            body.append(f"<td{cls}>{html.escape(quick[c][i])}</td>")
-            if c in both:
-                body.append(f'<td class="symlib-full{stale_cls}{" symlib-num" if num else ""}">{html.escape(other[c][i])}</td>')
+    for i, paper_row in enumerate(paper_rows):
+        body.append('<tr class="symlib-paper">' if paper_row else "<tr>")
+        for c in shown:
+            classes = " ".join(k for k, on in (("symlib-paper", c.paper), ("symlib-num", c.kinds[i] == "num"),
+                                               ("symlib-spread", c.kinds[i] == "spread")) if on)
+            body.append(f'<td class="{classes}">{c.cells[i]}</td>' if classes else f"<td>{c.cells[i]}</td>")
         body.append("</tr>")
     body.append("</tbody>")
-
     caption = html.escape(table.get("caption") or "")
     source = f' <span class="symlib-source">Source: {html.escape(table["source"])}.</span>' if table.get("source") else ""
+    source += f' <span class="symlib-how">{how}</span>' if how else ""
     parts = [
         f'<div class="symlib-table-scroll" id="{anchor}">',
-        f'<table class="symlib-table{" symlib-compact" if len(cols) >= COMPACT_COLUMNS else ""}">',
+        f'<table class="symlib-table{_compact_classes(shown)}">',
         f'<caption><span class="caption-number">{label} </span><span class="caption-text">{caption}</span>{source}</caption>',
         *head, *body, "</table>",
     ]

@@ -8,6 +8,7 @@ import pytest
 
 from symlib.book import published, publishing, runtime, tables, words
 from symlib.book.provenance import provenance
+from symlib.book.results import ChapterResults
 from symlib.chapters.ortho_skip.profiles import PROFILES
 
 CHAPTER = "01_ortho_skip"
@@ -380,21 +381,23 @@ def test_a_full_table_in_front_leaves_the_page_s_boxes_balanced(run, publish_fak
 def test_two_columns_of_sentences_share_the_text_width(run):
     """One column of sentences gets room to be read (min-width 20-36 em); two or more share it
     (14-24 em each for two, 9-16 for three), so that a sweep's 'failed preconditions' and 'ours', or the
-    reproducibility page's three tiers, fit the text column."""
-    long = "a precondition that failed, with its source and the value reached, " * 5
+    reproducibility page's three tiers, fit the text column; and together no more than the text
+    column leaves (test_sentence_widths_leave_the_other_columns_room)."""
+    long = "a precondition that failed, with its source and the value reached, " * 4
     one = tables.show_table(run, "one", pd.DataFrame({"k": ["a"], "why": [long]}), store=False).data
     two = tables.show_table(run, "two", pd.DataFrame({"k": ["a"], "why": [long], "ours": [long]}), store=False).data
-    width = len(long) // 14                                      # 23 em: between both floors and caps
-    assert re.findall(r"min-width: (\d+)em", one) == [str(width)]
+    width = len(long) // 14                                      # 19 em: between both floors and caps
+    assert re.findall(r"min-width: (\d+)em", one) == ["20"], "one column of sentences: its floor"
     assert re.findall(r"min-width: (\d+)em", two) == [str(width)] * 2
-    very = long * 3
+    very = long * 4
     assert re.findall(r"min-width: (\d+)em", tables.show_table(
         run, "three", pd.DataFrame({"k": ["a"], "why": [very]}), store=False).data) == ["36"]
-    assert re.findall(r"min-width: (\d+)em", tables.show_table(
-        run, "four", pd.DataFrame({"k": ["a"], "why": [very], "ours": [very]}), store=False).data) == ["24", "24"]
+    four = tables.show_table(run, "four", pd.DataFrame({"k": ["a"], "why": [very], "ours": [very]}), store=False).data
+    assert re.findall(r"min-width: (\d+)em", four) == ["22", "22"], \
+        "two columns at their cap (24 em) leave the text column (50 em, 3 spare) too little for 'k': 22 em each"
     three = pd.DataFrame({"k": ["a"], "why": [very], "ours": [very], "paper": [long]})
-    assert re.findall(r"min-width: (\d+)em", tables.show_table(run, "five", three, store=False).data) == ["16"] * 3, \
-        "three columns of sentences share two columns' width (16 em each), not 24 em each"
+    assert re.findall(r"min-width: (\d+)em", tables.show_table(run, "five", three, store=False).data) == ["15"] * 3, \
+        "three columns of sentences share two columns' width (16 em each), less what 'k' needs"
     assert re.findall(r"min-width: (\d+)em", tables.show_table(
         run, "six", pd.DataFrame({"k": ["a"], **{c: ["short words " * 10] for c in "wxy"}}), store=False).data) == \
         ["9"] * 3, "three short sentence columns: each at its floor of 28 // 3 em"
@@ -470,3 +473,133 @@ def test_show_sweeps_names_settings_in_words_not_code(run, publish_fake):
     assert "depends on MNIST initial sd; holds with this profile" in out
     assert "MNIST initial sd = 0.1" in out and "R-hat (robust), bulk ESS (robust)" in out
     assert "mnist_init_sd" not in out and "bulk_ess" not in out
+
+
+
+# --------------------------------------------------------------------------- what a table shows
+
+
+def _stored(frame: pd.DataFrame) -> dict:
+    """``frame`` as a results file stores a table (its index kept as columns)."""
+    scratch = ChapterResults(CHAPTER, "smoke", 0, "cpu")
+    scratch.add_table("t", frame)
+    return scratch.tables["t"]
+
+
+def _text(cell: str) -> str:
+    return re.sub(r"<[^>]+>", "", cell)
+
+
+def test_a_table_of_numbered_columns_is_shown_turned():
+    """Fifteen splits across are shown as fifteen rows (as pandas' transpose has them), each
+    model's column in its own format: the paper's 0.37 is no longer printed 0.3700 for sharing a
+    column with our 0.0876; its rows become paper columns, shaded."""
+    splits = pd.DataFrame({"unconstrained (ours)": [0.0876 + i / 100 for i in range(15)],
+                           "unconstrained (paper)": [0.37] * 15, "constrained (ours)": [0.1 * (i + 1) for i in range(15)]},
+                          index=pd.Index(range(1, 16), name="split"))
+    stored = _stored(splits.T)                                 # as chapter 4 stores it: splits across
+    assert stored["columns"] == ["index", *map(str, range(1, 16))]
+    columns, paper_rows, _ = tables.shown_columns(stored)
+    assert [c.name for c in columns] == ["", *splits.columns]
+    assert [_text(x) for x in columns[0].cells] == [str(i) for i in range(1, 16)]
+    for c, name in zip(columns[1:], splits.columns, strict=True):
+        assert [float(_text(x)) for x in c.cells] == pytest.approx(splits[name].tolist(), abs=5e-4)
+    assert _text(columns[2].cells[0]) == "0.370" and [c.paper for c in columns] == [False, False, True, False]
+    assert paper_rows == [False] * 15
+    few = _stored(splits.iloc[:4].T)                           # four splits: as stored
+    assert [c.name for c in tables.shown_columns(few)[0]] == few["columns"]
+    out = tables.render_table(stored, label="Table 4.3", anchor="t")
+    assert out.count("<tr") == 16 and "symlib-compact" not in out
+
+
+def test_a_column_and_its_std_read_as_mean_plus_minus_std():
+    frame = pd.DataFrame({"NoT(P)": [0, 21], "distance": [0.8, 10.0], "distance (std)": [0.043, 0.087],
+                          "barrier": [0.002, 0.007]})
+    columns, _, how = tables.shown_columns(_stored(frame))
+    assert [c.name for c in columns] == ["NoT(P)", "distance ± std", "barrier"] and how == ""
+    assert [_text(x) for x in columns[1].cells] == ["0.8 ± 0.0430", "10.0 ± 0.0870"]
+    assert columns[1].kinds == ["spread", "spread"] and columns[0].kinds == ["num", "num"]
+    # it breaks only before the ±: each side is kept whole
+    assert columns[1].cells[0] == '<span class="symlib-nowrap">0.8</span> <span class="symlib-nowrap">± 0.0430</span>'
+
+
+def test_many_paper_columns_are_shown_under_ours():
+    """Four pairs or more (``X`` or ``X (ours)`` beside ``X (paper)``) become one column each, the
+    paper's number on a shaded line under ours; fewer stay side by side."""
+    pairs = {"method": ["MFVI", "SGM"]}
+    for a in ("0.05", "0.1", "0.15", "0.2"):
+        pairs |= {f"a={a} (ours)": ["0.070 ± 0.009", "0.065 ± 0.012"], f"a={a} (paper)": ["0.11±0.22", "0.09±0.19"]}
+    columns, _, how = tables.shown_columns(_stored(pd.DataFrame(pairs)))
+    assert [c.name for c in columns] == ["method", "a=0.05", "a=0.1", "a=0.15", "a=0.2"]
+    assert "paper's number (shaded) is under ours" in how
+    cell = columns[1].cells[0]
+    assert _text(cell) == "0.070 ± 0.0090.11 ± 0.22" and '<span class="symlib-paper symlib-under">' in cell
+    assert columns[1].kinds == ["spread", "spread"]
+    three = _stored(pd.DataFrame({k: v for k, v in pairs.items() if "0.2" not in k}))
+    assert len(tables.shown_columns(three)[0]) == 7, "three pairs: side by side, as stored"
+    metrics = {"method": list("abc"), **{f"{m}{s}": [1.5] * 3 for m in ("MMD", "NS", "Acc", "ECE") for s in ("", " (paper)")},
+               "OOD inputs": ["Fashion-MNIST"] * 3, "OOD inputs (paper)": ["Fashion-MNIST"] * 3}
+    columns, _, how = tables.shown_columns(_stored(pd.DataFrame(metrics)))
+    assert [c.name for c in columns] == ["method", "MMD", "NS", "Acc", "ECE"]
+    assert how == ("In each cell, the paper's number (shaded) is under ours. In every row, OOD inputs: Fashion-MNIST; "
+                   "OOD inputs (paper): Fashion-MNIST."), "a pair the same in every row is said once, as two plain values"
+
+
+def test_a_column_of_text_the_same_in_every_row_is_said_once():
+    frame = pd.DataFrame({"claim": ["1", "", ""], "setting": ["as run", "lr = 0.01", "lr = 0.1"],
+                          "robust verdict": ["not judged"] * 3, "failed preconditions": [""] * 3,
+                          "ours": ["a", "b", "c"], "chains": [4, 4, 4], "mean": ["1.0 ± 0.1"] * 3})
+    columns, _, how = tables.shown_columns(_stored(frame))
+    assert [c.name for c in columns] == ["claim", "setting", "ours", "chains", "mean"], \
+        "text the same in every row goes; numbers (and numbers with spreads) stay; an empty column goes unsaid"
+    assert how == "In every row, robust verdict: not judged."
+    assert len(tables.shown_columns(_stored(frame.iloc[:2]))[0]) == 7, "two rows: every column shown"
+    out = tables.render_table(_stored(frame), label="T", anchor="t")
+    assert '<span class="symlib-how">In every row, robust verdict: not judged.</span>' in out
+
+
+def test_cells_break_where_a_reader_expects():
+    assert tables.cell_html("02a_symmetry_removal") == "02a_<wbr>symmetry_<wbr>removal"
+    assert tables.cell_html("q_r and mu_d") == "q_r and mu_d", "short names (math) are kept whole"
+    assert _text(tables.cell_html("88.379±0.023")) == "88.379 ± 0.023"
+    assert tables.cell_html("-0.4 ± 0.1 and 3±1") == ('<span class="symlib-nowrap">-0.4</span> <span class="symlib-nowrap">'
+                                                     '± 0.1</span> and <span class="symlib-nowrap">3</span> '
+                                                     '<span class="symlib-nowrap">± 1</span>')
+    assert tables.cell_html("mean ± sd <b>") == "mean ± sd &lt;b&gt;", "escaped; a ± between words is text"
+    assert tables.cell_html("x2_3.5±0.1") == "x2_3.5±0.1", "a number inside a word is not a spread"
+
+
+def test_headers_in_words_and_a_table_too_wide_for_the_text_is_compact():
+    errata = _stored(pd.DataFrame({"chapter": ["04_constrained_models"], "paper_says": ["p = 0.009"]}))
+    out = tables.render_table(errata, label="T", anchor="t")
+    assert '<th class="symlib-paper">paper says</th>' in out and "04_<wbr>constrained_<wbr>models" in out
+    spreads = pd.DataFrame({"method": ["MFVI"], **{f"metric {i}": ["-0.253 ± 0.003"] for i in range(10)}})
+    assert "symlib-compact" in tables.render_table(_stored(spreads), label="T", anchor="t"), \
+        "eleven columns of numbers with spreads: about 60 em at their narrowest"
+    assert "symlib-compact" not in tables.render_table(_stored(spreads.iloc[:, :7]), label="T", anchor="t")
+    assert "symlib-break-headers" not in tables.render_table(_stored(spreads), label="T", anchor="t"), \
+        "compact, it fits with its headers' words whole"
+    wider = pd.DataFrame({"method": ["MFVI"], **{f"diagnostic {i}": ["-0.253 ± 0.003"] for i in range(14)}})
+    assert "symlib-compact symlib-break-headers" in tables.render_table(_stored(wider), label="T", anchor="t")
+
+
+def test_numbers_written_as_text_line_up_with_the_numbers_above():
+    frame = pd.DataFrame({"claim": ["1", "2", "3"], "test LL": ["-0.253 ± 0.003", "-0.250 ± 0.005", "-0.210"],
+                          "setting": ["this run", "0.01", "0.1"], "size": [7.8, 7.8, 7760.0]})
+    kinds = {c.name: c.kinds for c in tables.shown_columns(_stored(frame))[0]}
+    assert kinds == {"claim": ["", "", ""], "test LL": ["spread", "spread", "num"], "setting": ["", "", ""],
+                     "size": ["num"] * 3}, "a number as text is a number among numbers, text among words or labels"
+
+
+def test_sentence_widths_leave_the_other_columns_room():
+    """The columns of sentences take at most what the text column leaves once every other
+    column is as narrow as it can be, so their minimum widths never make a table scroll."""
+    long = "a measured value with its comparison, and the reading it was judged under " * 3
+    frame = pd.DataFrame({"claim": ["1"], "choice": ["HMC settings"], "setting": ["no warm start"],
+                          "verdict": ["does not hold"], "failed preconditions": ["R-hat (robust)"], "ours": [long]})
+    columns = tables.shown_columns(_stored(frame))[0]
+    widths = tables.sentence_widths(columns)
+    others = sum(tables._narrowest(c) for i, c in enumerate(columns) if i not in widths)
+    assert list(widths) == [5] and 0 < widths[5] < 20, "its floor, 20 em, does not fit beside five columns"
+    assert widths[5] + others <= tables.TEXT_COLUMN_EM - tables.ROOM_SLACK
+    assert tables.sentence_widths(columns[:1] + columns[5:]) == {1: 20}, "beside one short column: its floor"
