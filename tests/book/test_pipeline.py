@@ -848,6 +848,11 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)             # as in some runners' workers
     # joblib's workers are reused across calls: start fresh ones, which see this test's environment
     get_reusable_executor().shutdown(wait=True)
+    if jobs == "2":
+        # start both workers before the budget's clock: on a loaded machine two fresh workers can
+        # take longer than the 15-s budget to import this module, and then no item is cached
+        from joblib import Parallel, delayed
+        assert Parallel(n_jobs=2)(delayed(_slow_item)(None, i) for i in (0, 1)) == [0, 10]
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # not joblib's
     _CALLS.clear()
     try:
