@@ -165,3 +165,55 @@ def test_names_the_device_gave_are_kept_whatever_this_machine_would_name_them(tm
     assert [p.name for p in carry.checkpoints(folder, CH)] == [theirs.name]
     with pytest.raises(SystemExit):
         carry.main(["load", CH, "--dir", str(folder), "--live", theirs.name])
+
+
+def _names_under(monkeypatch, code_hash, chapter, profile, device):
+    """``expected``'s names had every stage of ``chapter`` hashed to ``code_hash``, and the
+    experiments the naming asked for (computed here by patching the fingerprint directly)."""
+    real, asked = cache.fingerprint, []
+
+    def fake(experiment):
+        asked.append(experiment)
+        return {**real(experiment), "code_hash": code_hash}
+
+    with monkeypatch.context() as m:
+        m.setattr(cache, "fingerprint", fake)
+        names = checkpoints.expected(chapter, profile, device=device)
+    return names, sorted(set(asked))
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_a_checkpoint_of_code_proven_equivalent_travels_under_this_codes_name(tmp_path, monkeypatch, joined):
+    """A checkpoint written under a stage code hash that the registry joins to this code's (a
+    move proven to change no number) is the same fit: ``save`` renames it in the cache and carries
+    it under the name this code gives, and ``load`` puts it there under that name; without the
+    registry's entry it is stranded, as before."""
+    here, there, folder = tmp_path / "here", tmp_path / "there", tmp_path / "carry"
+    monkeypatch.setenv("SYMLIB_CACHE", str(here))
+    monkeypatch.setenv("SYMLIB_RESULTS", str(here / "results"))
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr("symlib.book.equivalence.registry_path", lambda root=None: registry)
+    pieces.log_piece(CH, profile="smoke", device="cpu", seconds=1, outcome="budget", seed=0)
+    old_names, experiments = _names_under(monkeypatch, "0" * 16, CH, "smoke", "cpu")
+    now = checkpoints.expected(CH, "smoke", device="cpu")
+    assert experiments and not set(old_names) & set(now)
+    if joined:
+        from symlib.book import equivalence
+        equivalence.add([(x, "0" * 16, cache.fingerprint(x)["code_hash"]) for x in experiments], "a test")
+    assert checkpoints.bridged(CH, pieces.read(CH)) == (dict(zip(old_names, now)) if joined else {})
+    _file(here, old_names[0], size=2048)
+    out = carry.save(CH, folder)
+    assert out["checkpoints renamed for proven-equivalent code"] == joined
+    carried = [p.name for p in carry.checkpoints(folder, CH)]
+    assert carried == ([now[0]] if joined else [])
+    assert [p.name for p in carry.checkpoints(here, CH)] == [now[0] if joined else old_names[0]]
+    # a carry folder saved before the registry's entry: load gives its checkpoint this code's name
+    _file(folder, old_names[0], size=2048)
+    for p in carry.checkpoints(folder, CH):
+        if p.name != old_names[0]:
+            p.unlink()
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    monkeypatch.setenv("SYMLIB_RESULTS", str(there / "results"))
+    got = carry.load(CH, folder)
+    assert [p.name for p in carry.checkpoints(there, CH)] == ([now[0]] if joined else [])
+    assert got["checkpoints"] == joined and got["checkpoints no run of this code continues, left"] == (not joined)

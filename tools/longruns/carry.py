@@ -42,7 +42,9 @@ that are no longer current (they would only be recomputed), and its carried chec
 cache no longer has (their fit finished), except those a GPU piece dropped for the way back
 (``--dropped NAME``). A checkpoint that no run in the chapter's pieces file would continue with this
 code (:mod:`tools.longruns.checkpoint_names`: one left when a code change started its fit again under a new
-name) is neither carried nor loaded, and ``save`` removes a carried one. Public: :func:`save`,
+name) is neither carried nor loaded, and ``save`` removes a carried one; one written under stage
+code that the registry of proven equivalences (``published/code_equivalences.json``) joins to
+this code's is the same fit, and travels under the name this code gives it. Public: :func:`save`,
 :func:`load`, :func:`entries`.
 """
 
@@ -65,6 +67,7 @@ from symlib.book import cache, pieces
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 from symlib.chapters import CHAPTERS
+from tools.longruns.checkpoint_names import bridged
 from tools.longruns.checkpoint_names import live as live_checkpoints
 
 __all__ = ["COMPRESS_OVER", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
@@ -182,6 +185,22 @@ def checkpoints(root: pathlib.Path, chapter: str) -> list[pathlib.Path]:
     """``chapter``'s checkpoints under ``root`` (``<root>/checkpoints/<chapter>-*.pt``, or ``.pt.xz``
     as a carry folder stores a large one)."""
     return _stored(pathlib.Path(root) / "checkpoints", f"{chapter}-*.pt")
+
+
+def _rename_bridged(root: pathlib.Path, chapter: str, renamed: dict[str, str]) -> int:
+    """Give each of ``chapter``'s checkpoints under ``root`` (a cache or carry folder) whose name is a key of ``renamed``
+    (:func:`tools.longruns.checkpoint_names.bridged`: written under stage code proven to compute
+    what this code does) its current name, unless one of that name is there; returns how many."""
+    n = 0
+    for path in checkpoints(root, chapter):
+        new = renamed.get(_plain_name(path))
+        if new is None:
+            continue
+        target = path.with_name(new + (XZ if path.name.endswith(XZ) else ""))
+        if not target.exists() and not target.with_name(new).exists() and not target.with_name(new + XZ).exists():
+            path.rename(target)
+            n += 1
+    return n
 
 
 def _too_large(size: int, limit: float | None) -> bool:
@@ -305,7 +324,11 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             else:
                 kept_stale += 1
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter), pieces.pieces_path(chapter, directory))
-    alive = live_checkpoints(chapter, pieces.read(chapter, directory))
+    merged = pieces.read(chapter, directory)
+    renamed = bridged(chapter, merged)
+    n_renamed = _rename_bridged(cache.cache_dir(), chapter, renamed)
+    n_renamed += _rename_bridged(directory, chapter, renamed)
+    alive = live_checkpoints(chapter, merged)
     if alive is not None:
         alive |= {_plain_name(pathlib.Path(name)) for name in live}
     n_checkpoints = stranded = 0
@@ -330,6 +353,7 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             "not current, left": skipped, "too large, left": too_large,
             "removed from the carry folder": removed, "not current, kept (prune removes)": kept_stale, "checkpoints gone from the cache, removed": finished,
             "checkpoints no run of this code continues, removed": stranded,
+            "checkpoints renamed for proven-equivalent code": n_renamed,
             "pieces": n_pieces, "folder": str(directory)}
 
 
@@ -354,16 +378,22 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             continue
         loaded += _unpack(e.path, target)
     n_pieces = _carry_pieces(chapter, pieces.pieces_path(chapter, directory), pieces.pieces_path(chapter))
-    alive = live_checkpoints(chapter, pieces.read(chapter))
+    merged = pieces.read(chapter)
+    renamed = bridged(chapter, merged)
+    n_renamed = _rename_bridged(root, chapter, renamed)
+    alive = live_checkpoints(chapter, merged)
     n_checkpoints = stranded = 0
     for path in checkpoints(directory, chapter):
-        target = root / "checkpoints" / _plain_name(path)
+        name = _plain_name(path)
+        target = root / "checkpoints" / renamed.get(name, name)
+        n_renamed += name in renamed
         if alive is not None and target.name not in alive:
             stranded += 1
         elif not target.exists():   # the cache's own is at least as far on (the same run, continued here)
             n_checkpoints += _unpack(path, target)
     return {"chapter": chapter, "loaded": loaded, "checkpoints": n_checkpoints, "already in the cache": kept,
             "not current, left": skipped, "checkpoints no run of this code continues, left": stranded,
+            "checkpoints renamed for proven-equivalent code": n_renamed,
             "pieces": n_pieces, "cache": str(root)}
 
 

@@ -15,7 +15,9 @@ calling the chapter's own naming functions with the contexts its stages would ge
 (:mod:`symlib.book.pieces`: profile, seed, device of every execution), so that a checkpoint of
 another profile still in progress is kept. ``carry save`` and ``load``
 (:mod:`tools.longruns.carry`) leave out and remove the stranded ones, and ``tools/longruns/gpu_piece.sh``
-reads the progress of exactly the run it continues::
+reads the progress of exactly the run it continues. A change proven to move no number (a
+registry entry, :mod:`symlib.book.equivalence`) strands nothing: :func:`bridged` maps the names
+its checkpoints had under the old code hash to those this code gives, and ``carry`` renames them::
 
     python -m tools.longruns.checkpoint_names CHAPTER --profile paper --seed 0 --device cuda   # expected names
     python -m tools.longruns.checkpoint_names CHAPTER ... --existing   # those of them in the cache, as paths
@@ -28,7 +30,7 @@ that the checkpoints it leaves are exactly :func:`expected`'s (``tests/longruns/
 Each stage names its checkpoints itself (:func:`symlib.book.checkpoints.stage_checkpoint`, or
 its chapter's own naming function).
 
-Public: :func:`expected`, :func:`live`, :func:`runs`, :func:`main`.
+Public: :func:`expected`, :func:`live`, :func:`bridged`, :func:`runs`, :func:`main`.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from symlib.book import cache
+from symlib.book import cache, equivalence
 from symlib.book.chapter import StageContext
 from symlib.chapters import declared, get_profile
 from symlib.chapters.checkpointed import CHECKPOINTED
 
-__all__ = ["expected", "live", "main", "runs"]
+__all__ = ["bridged", "expected", "live", "main", "runs"]
 
 
 def _context(chapter: str, config, seed: int, device):
@@ -100,6 +102,53 @@ def live(chapter: str, entries: Iterable[dict]) -> set[str] | None:
     profiles = declared(chapter).profiles   # a profile this version no longer has continues nothing
     return {name for profile, seed, device in recorded if profile in profiles
             for name in expected(chapter, profile, seed=seed, device=device)}
+
+
+def _renamed(chapter: str, profile: str, seed: int, device: str) -> dict[str, str]:
+    """Old name -> :func:`expected` name of the checkpoints that the run would have written under
+    a stage code hash the registry (:mod:`symlib.book.equivalence`) joins to the current one."""
+    config = get_profile(chapter, profile)
+    names = CHECKPOINTED.get(chapter)
+    if names is None:
+        return {}
+    context = _context(chapter, config, seed, _device_type(device))
+    real = cache.fingerprint
+    asked: list[str] = []
+
+    def recording(experiment: str) -> dict:
+        asked.append(experiment)
+        return real(experiment)
+
+    def named(fingerprint) -> list[str]:
+        cache.fingerprint = fingerprint   # the naming functions look it up on the module, per call
+        try:
+            return [Path(p).name for p in names(context)]
+        finally:
+            cache.fingerprint = real
+
+    now = named(recording)
+    out: dict[str, str] = {}
+    for experiment in sorted(set(asked)):
+        current = real(experiment)
+        for old_hash in sorted(equivalence.joined(experiment, current["code_hash"]) - {current["code_hash"]}):
+            then = named(lambda e, x=experiment, h=old_hash: {**real(e), "code_hash": h} if e == x else real(e))
+            out.update({a: b for a, b in zip(then, now) if a != b})
+    return out
+
+
+def bridged(chapter: str, entries: Iterable[dict]) -> dict[str, str]:
+    """Old name -> current name of each checkpoint that a run in pieces ``entries`` wrote under
+    stage code that the registry of proven equivalences (``published/code_equivalences.json``,
+    :mod:`symlib.book.equivalence`) joins to this code: the same fit, continued under this code's
+    name instead of being stranded by a change that moved no number."""
+    if chapter not in CHECKPOINTED:
+        return {}
+    profiles = declared(chapter).profiles
+    out: dict[str, str] = {}
+    for profile, seed, device in runs(entries):
+        if profile in profiles:
+            out.update(_renamed(chapter, profile, seed, device))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
