@@ -450,3 +450,44 @@ def test_table_check_catches_a_table_that_scrolls(browser, tmp_path):
     assert still_closed
     assert any(READER_CHECKS["scrollingTables"] in i for i in issues), issues
     assert not phone_problems(report)
+
+
+def test_the_table_width_estimate_agrees_with_chromium(browser):
+    """The estimate that sets a table compact and bounds its columns of sentences
+    (:func:`symlib.book.tables.too_wide`) against the narrowest width Chromium gives the same
+    tables in the built book's own style (``width: min-content``): within 10%."""
+    import pandas as pd
+
+    from symlib.book import tables
+    from symlib.book.results import ChapterResults
+
+    frames = [
+        pd.DataFrame({"method": ["MFVI + orthogonal skips", "deep ensemble (10)"],
+                      **{f"metric {i}": ["-0.253 ± 0.003", "0.919 ± 0.001"] for i in range(5)}}),
+        pd.DataFrame({"model": ["unconstrained", "constrained"], "mean tree depth": [7.71, 6.34],
+                      "divergences": [0, 104], "max split R-hat f(x)": [1.002, 2.417], "NUTS s": [19.27, 5.42]}),
+        pd.DataFrame({"chapter": ["04_constrained_models"], "id": ["wilcoxon-mse-p"], "where": ["Sec. 4.2"]}),
+    ]
+    scratch = ChapterResults("00_symmetries", "quick", 0, "cpu")
+    stored = []
+    for i, frame in enumerate(frames):
+        scratch.add_table(str(i), frame)
+        stored.append(scratch.tables[str(i)])
+    rendered = "".join(tables.render_table(t, label=f"Table 9.{i}", anchor=f"t{i}") for i, t in enumerate(stored))
+    server = serve(HTML)
+    try:
+        browser.set_window_size(*WIDTHS["desktop"])
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/book/intro.html")
+        measured = browser.execute_script("""
+            const article = document.querySelector('article');
+            article.innerHTML = arguments[0];
+            return Array.from(article.querySelectorAll('table.symlib-table')).map((t) => {
+              t.style.width = 'min-content';
+              return t.getBoundingClientRect().width / parseFloat(getComputedStyle(t).fontSize);
+            });""", rendered)
+    finally:
+        server.shutdown()
+    estimated = [sum(tables._narrowest(c) for c in tables.shown_columns(t)[0]) for t in stored]
+    assert len(measured) == len(estimated)
+    for got, want in zip(measured, estimated, strict=True):
+        assert abs(want / got - 1) < 0.1, (estimated, measured)

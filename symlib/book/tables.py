@@ -264,7 +264,7 @@ column each, are too many for the text column."""
 SAME_ROWS = 3
 """A column of text with the same value in each of this many rows or more is said once, under
 the caption ("In every row, robust verdict: not judged."), not in every row; one with nothing
-in it is left out."""
+in it (blank, or a dash) is left out."""
 LONG_WORD = 16
 """A word longer than this (characters) that joins its parts with "_" (a chapter's name, an
 identifier) may break after each "_": unbroken, it widens its column past the text."""
@@ -410,10 +410,11 @@ def _papers_under_ours(columns: list[Column]) -> list[Column]:
 
 def _without_same(columns: list[Column]) -> tuple[list[Column], str]:
     """The columns but the first without those of text that hold one value in every row (at
-    least :data:`SAME_ROWS`), and those values as ``"name: value; ..."`` (an empty column is
-    left out unsaid)."""
+    least :data:`SAME_ROWS`), and those values as ``"name: value; ..."`` (a column empty or of
+    dashes in every row is left out unsaid)."""
     same = [c for c in columns[1:] if len(c.cells) >= SAME_ROWS and not any(c.kinds) and len(set(c.cells)) == 1]
-    said = "; ".join(f"{html.escape(reader_words(c.name))}: {c.cells[0]}" for c in same if c.cells[0].strip())
+    said = "; ".join(f"{html.escape(reader_words(c.name))}: {c.cells[0]}" for c in same
+                     if c.cells[0].strip() not in ("", "—", "–", "-"))
     return [c for c in columns if c not in same], said
 
 

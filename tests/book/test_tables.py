@@ -547,13 +547,13 @@ def test_many_paper_columns_are_shown_under_ours():
 
 def test_a_column_of_text_the_same_in_every_row_is_said_once():
     frame = pd.DataFrame({"claim": ["1", "", ""], "setting": ["as run", "lr = 0.01", "lr = 0.1"],
-                          "robust verdict": ["not judged"] * 3, "failed preconditions": [""] * 3,
+                          "robust verdict": ["not judged"] * 3, "failed preconditions": [""] * 3, "notes": ["–"] * 3,
                           "ours": ["a", "b", "c"], "chains": [4, 4, 4], "mean": ["1.0 ± 0.1"] * 3})
     columns, _, how = tables.shown_columns(_stored(frame))
     assert [c.name for c in columns] == ["claim", "setting", "ours", "chains", "mean"], \
-        "text the same in every row goes; numbers (and numbers with spreads) stay; an empty column goes unsaid"
+        "text the same in every row goes; numbers (and numbers with spreads) stay; an empty column, or one of dashes, goes unsaid"
     assert how == "In every row, robust verdict: not judged."
-    assert len(tables.shown_columns(_stored(frame.iloc[:2]))[0]) == 7, "two rows: every column shown"
+    assert len(tables.shown_columns(_stored(frame.iloc[:2]))[0]) == 8, "two rows: every column shown"
     out = tables.render_table(_stored(frame), label="T", anchor="t")
     assert '<span class="symlib-how">In every row, robust verdict: not judged.</span>' in out
 
