@@ -83,22 +83,25 @@ SMOKE = get_profile("02b_posterior_mmd", "smoke")
 
 
 @pytest.fixture(scope="module")
-def smoke_nets():
-    """:func:`networks.train_networks` called directly on the smoke profile's digits (seed 0, the
-    ``train`` stage's), once for the module's tests that compare the stage with it."""
-    return networks.train_networks(SMOKE, networks.load_data(SMOKE, ood=False), 0, progress=False)
+def few_data() -> dict:
+    """The smoke profile's data (digits and OOD set) with the digits cut to 640 training and 200
+    test digits (ten batches): data for the tests of how the stages wrap, cache, stop and
+    continue the chapter's functions, which hold at any size."""
+    data = networks.load_data(SMOKE)
+    return {k: v[:640] if k in ("x_train", "y_train") else v[:200] if k in ("x_test", "y_test") else v
+            for k, v in data.items()}
 
 
 @pytest.fixture(scope="module")
-def few_digits() -> dict:
-    """The smoke profile's digits cut to 640 training and 200 test digits (ten batches): data for
-    the tests of how the ``samples`` stage stops and continues, which hold at any size."""
-    data = networks.load_data(SMOKE, ood=False)
-    return {k: v[:640] if k in ("x_train", "y_train") else v[:200] for k, v in data.items()}
+def few_digits(few_data) -> dict:
+    """:func:`few_data` without the OOD set, as the ``train`` and ``samples`` stages load it."""
+    return {k: v for k, v in few_data.items() if k != "x_ood"}
 
 
 @pytest.fixture(scope="module")
 def few_nets(few_digits) -> dict:
+    """:func:`networks.train_networks` on :func:`few_digits` in one batch (seed 0, the ``train``
+    stage's)."""
     return networks.train_networks(SMOKE, few_digits, 0, progress=False)
 
 
@@ -109,7 +112,19 @@ def few_samples(few_digits, few_nets) -> dict:
     return sampling.posterior_samples(SMOKE, few_digits, few_nets, 1, progress=False)
 
 
-def test_smoke_profile_runs_end_to_end(smoke_nets):
+@pytest.fixture
+def stages_read_few_data(few_data, few_digits, tmp_path, monkeypatch):
+    """The stages read :func:`few_data` (in this process: one job), in a cache of the test's own
+    (entries are keyed by the shipped digits' files, not by what was read)."""
+    from symlib.chapters.posterior_mmd import stages as stages_module
+
+    monkeypatch.setattr(stages_module, "load_data", lambda config, *, ood=True: few_data if ood else few_digits)
+    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    return tmp_path / "cache"
+
+
+def test_smoke_profile_runs_end_to_end():
     cfg = SMOKE
     stages = CHAPTER.run_stages(cfg, seed=0)
     results = stages["eval"]
@@ -138,23 +153,29 @@ def test_smoke_profile_runs_end_to_end(smoke_nets):
     assert list(rows["multi_mode_closer"]["setting"]) == ["median", "mean", "max"]
     assert rows["multi_mode_better_ood"] is None
     assert set(rows["multi_mode_closer"]["verdict"]) == {"not judged"}  # the smoke gate applies to sweeps too
-    # the stages are the functions they wrap, with the seeds the chapter used before the contract
-    data, nets = networks.load_data(cfg), smoke_nets
-    for k in nets["reference"]:
-        assert torch.equal(nets["reference"][k], stages["train"]["reference"][k]), k
-    samples = sampling.posterior_samples(cfg, data, nets, 1, progress=False)
-    for a, b in zip(samples["rows"], stages["samples"]["rows"]):
+
+
+def test_the_stages_are_the_functions_they_wrap(stages_read_few_data, few_data, few_nets, few_samples):
+    """With the seeds the chapter used before the contract (the smoke profile's stages, on
+    :func:`few_data`; their numbers on the shipped digits are pinned by
+    tests/book/test_smoke_cache_keys.py)."""
+    stages = CHAPTER.run_stages(SMOKE, seed=0)
+    for part in ("reference", "ensemble"):
+        for k in few_nets[part]:
+            assert torch.equal(few_nets[part][k], stages["train"][part][k]), (part, k)
+    for a, b in zip(few_samples["rows"], stages["samples"]["rows"], strict=True):
         assert all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"]), a["method"]
-    assert evaluation.evaluate(cfg, data, nets, samples, 2)["rows"] == results["rows"]
+    results = stages["eval"]
+    assert evaluation.evaluate(SMOKE, few_data, few_nets, few_samples, 2)["rows"] == results["rows"]
     # the OOD scores of the robustness stage reproduce Table 1's columns for the baseline score
-    detection = {(d["mode"], d["method"]): d for d in evaluation.ood_detection(data, samples)
+    detection = {(d["mode"], d["method"]): d for d in evaluation.ood_detection(few_data, few_samples)
                  if d["score"] == "max_softmax"}
     for r in results["rows"]:
         assert detection[r["mode"], r["method"]]["AUPR"] == pytest.approx(r["AUPR"])
         assert detection[r["mode"], r["method"]]["FPR95"] == pytest.approx(r["FPR95"])
 
 
-def test_training_chunks_are_cached_one_by_one(smoke_nets, tmp_path, monkeypatch):
+def test_training_chunks_are_cached_one_by_one(stages_read_few_data, few_nets, monkeypatch):
     """The `paper` run trains its 1,100 networks in 11 chunks of 100, a stage no piece of a few
     minutes could finish whole; each chunk is cached on its own, so a piece stopped inside the
     stage keeps the chunks it finished and the next computes only the rest. The networks put
@@ -162,8 +183,7 @@ def test_training_chunks_are_cached_one_by_one(smoke_nets, tmp_path, monkeypatch
     from symlib.book.pipeline import without_stages
     from symlib.chapters.posterior_mmd import stages as stages_module
 
-    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
-    monkeypatch.setenv("SYMLIB_JOBS", "1")
+    cache = stages_read_few_data
     paper = get_profile("02b_posterior_mmd", "paper")
     assert networks.train_chunks(paper) == [(c, 100) for c in range(11)]
     cfg = get_profile("02b_posterior_mmd", "smoke")
@@ -180,14 +200,14 @@ def test_training_chunks_are_cached_one_by_one(smoke_nets, tmp_path, monkeypatch
     training = without_stages(CHAPTER, ("samples", "eval", "robustness"))
     first = training.run_stages(cfg, seed=0)["train"]
     assert trained == [(0, 4), (1, 4), (2, 2)]
-    entries = sorted((tmp_path / "02b_posterior_mmd-train_chunks").glob("*.pt"))
+    entries = sorted((cache / "02b_posterior_mmd-train_chunks").glob("*.pt"))
     assert len(entries) == 3
     entries[0].unlink()  # as if the piece had stopped before that chunk was written
-    (tmp_path / "02b_posterior_mmd-train").rename(tmp_path / "set-aside")  # and before `train`
+    (cache / "02b_posterior_mmd-train").rename(cache / "set-aside")  # and before `train`
     trained.clear()
     again = training.run_stages(cfg, seed=0)["train"]
     assert len(trained) == 1 and trained[0] in [(0, 4), (1, 4), (2, 2)]  # the missing chunk alone
-    whole = smoke_nets   # train_networks in one batch
+    whole = few_nets   # train_networks in one batch
     for nets in (first, again):
         for part in ("reference", "ensemble"):
             for k in whole[part]:
@@ -228,13 +248,9 @@ def test_samples_stopped_between_methods_continue_to_the_uninterrupted_numbers(f
         sampling.posterior_samples(cfg, data, nets, 1, progress=False, checkpoint=path)
 
 
-def test_the_samples_stage_spends_its_checkpoint(few_digits, few_nets, few_samples, tmp_path, monkeypatch):
+def test_the_samples_stage_spends_its_checkpoint(stages_read_few_data, few_nets, few_samples):
     """The stage continues the checkpoint that ``symlib.book.checkpoints`` names for it and
     removes it once its result is whole."""
-    from symlib.chapters.posterior_mmd import stages as stages_module
-
-    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(stages_module, "load_data", lambda config, ood=True: few_digits)   # the stage's data
     cfg, nets = SMOKE, few_nets
     stage = CHAPTER.stage("samples")
     ctx = StageContext(CHAPTER.name, stage, stage.view(cfg, CHAPTER.name), "cpu", {"train": nets}, 0)

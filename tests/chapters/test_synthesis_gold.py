@@ -51,11 +51,24 @@ def _whole(b, config, seed):
     return out
 
 
+@pytest.fixture(scope="module")
+def runs():
+    """``name -> (benchmark, _whole(...), gold_standard(...))`` of one benchmark, both runs from
+    seed 3, each computed once for the module's tests (which only read them)."""
+    done = {}
+
+    def run(name: str):
+        if name not in done:
+            b = load_benchmark(name, CONFIG, "cpu")
+            done[name] = b, _whole(b, CONFIG, seed=3), G.gold_standard(b, CONFIG, torch.Generator().manual_seed(3), "cpu")
+        return done[name]
+
+    return run
+
+
 @pytest.mark.parametrize("name", ["sinc", "digits"])
-def test_the_record_keeps_exactly_the_compared_draws_of_the_whole_run(name):
-    b = load_benchmark(name, CONFIG, "cpu")
-    whole = _whole(b, CONFIG, seed=3)
-    gold = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(3), "cpu")
+def test_the_record_keeps_exactly_the_compared_draws_of_the_whole_run(runs, name):
+    b, whole, gold = runs(name)
     total = CONFIG.hmc_chains * CONFIG.hmc_samples
     assert gold["n_draws"] == total and 0 < len(gold["index"]) < total
     assert gold["accept_rate"] == whole["accept"], "the same chains as hmc.sample's"
@@ -79,22 +92,20 @@ def test_the_record_keeps_exactly_the_compared_draws_of_the_whole_run(name):
         assert torch.allclose(gold["probs_ood"].sum(-1), torch.ones(len(b.x_ood)))
 
 
-def test_a_draw_the_record_does_not_keep_is_refused_by_name():
-    b = load_benchmark("sinc", CONFIG, "cpu")
-    gold = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(0), "cpu")
+def test_a_draw_the_record_does_not_keep_is_refused_by_name(runs):
+    _, _, gold = runs("sinc")
     missing = sorted(set(range(gold["n_draws"])) - set(gold["index"].tolist()))
     with pytest.raises(KeyError, match=f"does not keep draws \\[{missing[0]}"):
         G.gold_draws(gold, [missing[0]])
 
 
-def test_stopped_after_every_transition_and_continued_it_is_the_uninterrupted_run(tmp_path, monkeypatch):
-    b = load_benchmark("digits", CONFIG, "cpu")
-    whole = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu")
+def test_stopped_after_every_transition_and_continued_it_is_the_uninterrupted_run(runs, tmp_path):
+    b, _, whole = runs("digits")
     ckpt, pieces = tmp_path / "gold.pt", 0
     while True:   # a deadline long past: one transition per piece
         pieces += 1
         try:
-            split = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(4), "cpu", checkpoint=ckpt, deadline=0.0)
+            split = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(3), "cpu", checkpoint=ckpt, deadline=0.0)
             break
         except BudgetExhausted as err:
             assert ckpt.is_file() and "chapter 6's gold standard (digits)" in str(err)
@@ -130,13 +141,11 @@ def test_the_stage_continues_a_gold_standard_stopped_at_its_budget(sandbox, monk
 
 
 @pytest.mark.parametrize("name", ["sinc", "digits"])
-def test_the_stage_record_keeps_the_reference_draws_and_the_floor_not_the_floors_draws(name):
+def test_the_stage_record_keeps_the_reference_draws_and_the_floor_not_the_floors_draws(runs, name):
     """The cached gold record: the mmd_gold draws the remedies are compared with (the same tensors
     as thinning every draw of the run), their test outputs, and the floor row computed from the
     whole record, whose extra draws it drops."""
-    b = load_benchmark(name, CONFIG, "cpu")
-    whole = _whole(b, CONFIG, seed=5)
-    full = G.gold_standard(b, CONFIG, torch.Generator().manual_seed(5), "cpu")
+    b, whole, full = runs(name)
     record = stages.gold_record(b, full, CONFIG)
     assert "draws" not in record and "index" not in record
     expect = thin(whole["weights"], CONFIG.mmd_gold)
