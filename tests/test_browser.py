@@ -178,10 +178,10 @@ def _figure_text_px() -> float:
     return min(sizes) * style["savefig.dpi"] / 72
 
 
-PAGE_MIN_TEXT_PX = 8
+PAGE_MIN_TEXT_PX = plotting.MIN_TEXT_PX
 """The smallest figure text this page check accepts, from the house style's smallest font and
-the width an image is shown at. Figures are shown up to 660 px wide, not the 683 px of
-:data:`symlib.book.plotting.TEXT_COLUMN_PX` that the chapters' tests assume for their 9 px."""
+the width an image is shown at: the 9 px the chapters' tests check each figure for, at the
+:data:`symlib.book.plotting.TEXT_COLUMN_PX` they assume."""
 
 PAGE_PROBE = (PAGE_PROBE.replace("%(fig_text_px).2f", f"{_figure_text_px():.2f}")
               .replace("%(min_text_px)d", str(PAGE_MIN_TEXT_PX)))

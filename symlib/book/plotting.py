@@ -38,9 +38,10 @@ HOUSE_STYLE = {
 }
 
 
-TEXT_COLUMN_PX = 683
-"""The width of the book's text column at a 1280-px window, in CSS pixels (the theme's, measured
-by the browser check, which fails if it changes): a figure wider than it is shown scaled down."""
+TEXT_COLUMN_PX = 660
+"""The widest a figure is shown in the book's text column at a 1280-px window, in CSS pixels (the
+theme's column is 676 px; an image in a cell's output is shown at most 660 px wide, as the
+browser check measures): a figure wider than it is shown scaled down."""
 
 MIN_TEXT_PX = 9
 """The smallest text a figure may show on the page, in CSS pixels at :data:`TEXT_COLUMN_PX`."""
