@@ -169,11 +169,6 @@ EXCUSED = {
         {("executed/04_constrained_models.html", "the notes file (NOTES.md)"): 7,
          ("executed/reproducibility.html", "the notes file (NOTES.md)"): 7},
     ),
-    "published/full/01_ortho_skip.json": (
-        "3de6f61c11ab7f4262a73c78b86afa672fbc3e2d3b41ea6e257c62e535d7e3bf",
-        {("executed/01_ortho_skip.html", "the notes file (NOTES.md)"): 3,
-         ("executed/reproducibility.html", "the notes file (NOTES.md)"): 3},
-    ),
 }
 """Published records written before their text was cleaned of the notes file, which the book
 shows until the run is made again: record -> (its integrity digest now, the leaks it puts on
