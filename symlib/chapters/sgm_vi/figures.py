@@ -21,7 +21,7 @@ def plot_figure3(interp: dict):
     from symlib.book.plotting import figure, label_panels
 
     dims = interp["dims"]
-    fig, axes = figure(1, len(dims) + 1, width=9.4, height_per_row=3.0)
+    fig, axes = figure(1, len(dims) + 1, width=9.0, height_per_row=3.0)
     axes = axes[0]
     grid = interp["a_over_sd"]
     for ax, dim in zip(axes, dims):
@@ -74,7 +74,7 @@ def plot_figure4(toy: dict, *, a_indices=(0, -1), n_seeds: int = 10):
     from symlib.book.plotting import figure, label_panels
 
     key = sgm_key(toy)
-    fig, axes = figure(len(a_indices), 3, width=9.4, height_per_row=3.1)
+    fig, axes = figure(len(a_indices), 3, width=9.0, height_per_row=3.1)
     pspec = toy_pspec()
     for row, ai in enumerate(a_indices):
         ai = ai % len(toy["a"])
