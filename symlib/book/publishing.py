@@ -186,8 +186,10 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     re-rendered from the cache (``pipeline execute --cached-only``: a GPU run's pages made on a
     machine without one, or a finished run's pages after a change of layout) computed nothing,
     so the account is carried over from the record it replaces when that one's numbers came from
-    the same stage code, and otherwise taken from the pieces file's latest complete run of that
-    code (the run that computed the cache it was rendered from).
+    the same stage code (unless the pieces file holds a complete run of that code newer than the
+    account: the same code run again, whose cache was rendered), and otherwise taken from the
+    pieces file's latest complete run of that code (the run that computed the cache it was
+    rendered from).
 
     Raises:
         ValueError: a re-rendered run with no earlier published record to take the account from.
@@ -203,12 +205,17 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
             computed["pieces"] = run
         return computed
     mine = _stage_hashes(record)
-    if (previous or {}).get("computed") and _same_stage_code(record, previous):
-        return previous["computed"]
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
-    if complete and complete[-1].get("code_hash") in mine | _combined_hashes(record):
+    logged = bool(complete) and complete[-1].get("code_hash") in mine | _combined_hashes(record)
+    if (previous or {}).get("computed") and _same_stage_code(record, previous):
+        before = ((previous["computed"].get("pieces") or {}).get("last")) or ""
+        if not (logged and str(complete[-1].get("started", "")) > before):
+            return previous["computed"]
+        # the same code computed again since the account was written (another checkout's run,
+        # its cache brought here): the cache holds that run's numbers, so its account is theirs
+    if logged:
         run = pieces.account(log, profile)
         return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
                 "code_hash": (record.get("provenance") or {}).get("code_hash"),

@@ -4,7 +4,7 @@ state recorded, records rehashed, and the command line that refuses uncommitted 
 
 import base64
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -158,6 +158,30 @@ def test_a_rerender_of_new_code_takes_its_account_from_the_pieces_file(tmp_path)
     assert got["compute_time"] == "3600 s" and got["pieces"]["pieces"] == 1 and got["code_hash"] == "nbbbbb"
     assert got["device"] == "cpu" and got["commit"] != "old"
     assert publishing._computed(record("aaaa"), old, path) == old["computed"]      # same code: carried over
+
+
+def test_a_rerender_after_the_same_code_ran_again_takes_the_newer_run(tmp_path):
+    """A record re-rendered from the cache of a second complete run of the same stage code (run in
+    another checkout, its cache brought here) takes that run's account, not the replaced record's;
+    a plain re-render of the run the account describes keeps it."""
+    from symlib.book import pieces
+
+    path = tmp_path / "results" / "06_synthesis.json"
+    code = {"code_hash": "nbaaaa", "computed_with": [{"code_hash": "aaaa"}]}
+    day = datetime(2026, 12, 6, 7, 54, tzinfo=UTC)
+    pieces.log_piece("06_synthesis", profile="full", device="cpu", seconds=213.0, outcome="complete",
+                     directory=tmp_path / "results", code_hash="aaaa", started=day)
+    first = publishing._computed({"chapter": "06_synthesis", "profile": "full", "rendered_from_cache": True,
+                                  "provenance": code}, None, path)
+    old = {"chapter": "06_synthesis", "profile": "full", "provenance": code, "computed": first}
+    again = {"chapter": "06_synthesis", "profile": "full", "rendered_from_cache": True, "provenance": code}
+    pieces.log_piece("06_synthesis", profile="full", device="cpu", seconds=9.0, outcome="rendered",
+                     directory=tmp_path / "results", code_hash="aaaa", started=day + timedelta(minutes=5))
+    assert publishing._computed(again, old, path) == first                          # a re-render: carried over
+    pieces.log_piece("06_synthesis", profile="full", device="cpu", seconds=2870.0, outcome="complete",
+                     directory=tmp_path / "results", code_hash="aaaa", started=day + timedelta(hours=9))
+    got = publishing._computed(again, old, path)
+    assert got["compute_time"] == "2870 s" and got["pieces"]["pieces"] == 1 and got != first
 
 
 def test_a_rerender_of_a_chapter_whose_stages_declare_their_code_finds_its_pieces(tmp_path):
