@@ -47,10 +47,11 @@ def test_smallest_text_px_scales_a_figure_wider_than_the_column():
         ax.set_title("t", fontsize=12)
         ax.plot([0, 1], label="a")
         ax.legend(fontsize=6)
-        wide, ax = plt.subplots(figsize=(13.66, 3.0))     # 1502.6 px: shown at 683/1502.6
+        wide, ax = plt.subplots(figsize=(13.66, 3.0))     # 1502.6 px: shown at 660/1502.6
         ax.set_xlabel("x", fontsize=11)
         ax.tick_params(labelsize=20)
     assert plotting.smallest_text_px(narrow) == 6 * 110 / 72
-    assert abs(plotting.smallest_text_px(wide) - 11 * 110 / 72 * 683 / (13.66 * 110)) < 1e-9
+    assert plotting.TEXT_COLUMN_PX == 660                 # the widest a cell's image is shown
+    assert abs(plotting.smallest_text_px(wide) - 11 * 110 / 72 * 660 / (13.66 * 110)) < 1e-9
     assert plotting.smallest_text_px(plt.figure(figsize=(3, 3))) == float("inf")
     plt.close("all")
