@@ -107,7 +107,7 @@ def conclusions(root: Path | None = None) -> str:
         stale = sum(bool(why) for _, why in records.values())
         marked = ("" if not stale else " The run is stale (below)." if len(records) == 1
                   else f" All {stale} runs are stale (below)." if stale == len(records)
-                  else f" {stale} of the {len(records)} runs are stale (below).")
+                  else f" {stale} of the {len(records)} runs {'is' if stale == 1 else 'are'} stale (below).")
         totals = ledger.totals_sentence(plain, what=what)
         lines.append(f"- **`{tier}` tier** ({TIER_WHAT.get(tier, tier)}{so_far}): "
                      f"{totals[0].lower()}{totals[1:]}{marked}")
