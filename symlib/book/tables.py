@@ -84,6 +84,12 @@ it (``"component sd s"``, a standard deviation, is not one)."""
 LONG_TEXT = 80
 """A column with a cell longer than this (characters) gets a minimum width
 (:func:`sentence_widths`)."""
+UNDER_TEXT = 120
+"""In a table of :data:`UNDER_COLUMNS` columns or more, the column of text with the longest cell,
+if that is longer than this (characters), is shown under each row across the table's width
+instead of as a column: squeezed beside five others, such a sentence makes every row a tall,
+mostly white strip (a sweep's measured values beside its settings and verdicts)."""
+UNDER_COLUMNS = 6
 LONG_TABLE_ROWS = 20
 """Tables of more rows than this are shown behind a toggle (their caption stays visible)."""
 COMPACT_COLUMNS = 12
@@ -468,6 +474,15 @@ def sentence_widths(columns: list[Column]) -> dict[int, int]:
     return {i: w for i, w in want.items() if w > 0}
 
 
+def under_column(columns: list[Column]) -> int | None:
+    """The index of the column shown under each row (:data:`UNDER_TEXT`), or None."""
+    if len(columns) < UNDER_COLUMNS:
+        return None
+    text = {i: max(c.lengths, default=0) for i, c in enumerate(columns) if i > 0 and not any(c.kinds)}
+    longest = max(text, key=text.get, default=None)
+    return longest if longest is not None and text[longest] > UNDER_TEXT else None
+
+
 def _plus_minus(mean: str, spread: str) -> str:
     """``mean ± spread`` (HTML) that breaks, if it must, only before the "±"."""
     return f'<span class="symlib-nowrap">{mean}</span> <span class="symlib-nowrap">± {spread}</span>'
@@ -533,6 +548,9 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
                               formats=formats, paper_columns=paper_columns, hide=hide, differ=both)
 
     shown, paper_rows, how = shown_columns(table, formats=formats, paper_columns=paper_columns, hide=hide)
+    under_at = under_column(shown)
+    under = shown[under_at] if under_at is not None else None
+    shown = [c for c in shown if c is not under]
     widths = sentence_widths(shown)
     head = ["<thead><tr>", *(_th(c, widths.get(i)) for i, c in enumerate(shown)), "</tr></thead>"]
     body = ["<tbody>"]
@@ -543,6 +561,9 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
                                                ("symlib-spread", c.kinds[i] == "spread")) if on)
             body.append(f'<td class="{classes}">{c.cells[i]}</td>' if classes else f"<td>{c.cells[i]}</td>")
         body.append("</tr>")
+        if under is not None and under.cells[i].strip():
+            body.append(f'<tr class="symlib-under-row"><td colspan="{len(shown)}"><span class="symlib-under-name">'
+                        f"{html.escape(reader_words(under.name))}:</span> {under.cells[i]}</td></tr>")
     body.append("</tbody>")
     caption = html.escape(table.get("caption") or "")
     source = f' <span class="symlib-source">Source: {html.escape(table["source"])}.</span>' if table.get("source") else ""

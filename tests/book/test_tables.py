@@ -603,3 +603,24 @@ def test_sentence_widths_leave_the_other_columns_room():
     assert list(widths) == [5] and 0 < widths[5] < 20, "its floor, 20 em, does not fit beside five columns"
     assert widths[5] + others <= tables.TEXT_COLUMN_EM - tables.ROOM_SLACK
     assert tables.sentence_widths(columns[:1] + columns[5:]) == {1: 20}, "beside one short column: its floor"
+
+
+def test_a_long_column_of_text_in_a_wide_table_is_shown_under_each_row():
+    """Six columns and one of sentences over UNDER_TEXT characters: that column goes under each
+    row, across the table, named; the header loses it; a blank cell adds no line; a narrower
+    table keeps it as a column."""
+    long = "train RMSE plain 0.246, bias-ordered 0.237, ortho-skip 0.378, ortho-skip + bias-ordered 0.378; " \
+           "noise floor 0.190 (fit: ≤ 1.1×); test log-lik plain 0.01, skip -0.65 nats/point"
+    assert len(long) > tables.UNDER_TEXT
+    frame = pd.DataFrame({"claim": ["1", "", "2"], "choice": ["as run", "steps", "as run"],
+                          "setting": ["this profile", "n = 8", "this profile"],
+                          "verdict": ["holds", "does not hold", "holds"],
+                          "robust verdict": ["not judged", "does not hold", "holds"],
+                          "ours": [long, "", "short"]})
+    out = tables.render_table(_stored(frame), label="T", anchor="t")
+    head = out[out.index("<thead>"):out.index("</thead>")]
+    assert ">ours<" not in head and head.count("</th>") == 5
+    assert out.count('<tr class="symlib-under-row"><td colspan="5">') == 2           # the blank cell adds none
+    assert '<span class="symlib-under-name">ours:</span> train RMSE plain 0.246' in out
+    narrow = tables.render_table(_stored(frame.drop(columns=["choice"])), label="T", anchor="t")
+    assert "symlib-under-row" not in narrow and ">ours</th>" in narrow
