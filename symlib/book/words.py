@@ -48,12 +48,13 @@ def reader_words(text: str) -> str:
     """``text`` with each code identifier (a snake_case name: a profile field a sweep varies, a
     precondition's name) in words: ``mnist_init_sd = 0.1`` -> ``MNIST initial sd = 0.1``,
     ``rhat (robust), bulk_ess (robust)`` -> ``R-hat (robust), bulk ESS (robust)``. A name with a
-    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l``. Comparisons,
+    one-letter part of two is math, not code, and stays: ``q_r``, ``d_h``, ``prod_l`` (but a count
+    ``n_steps`` reads "number of steps"). Comparisons,
     written in code as ``<=`` and ``>=``, read as math: ``≤`` and ``≥``."""
     def words(m):
         parts = m[0].split("_")
-        if len(parts) == 2 and min(map(len, parts)) < 2:
-            return m[0]
+        if len(parts) == 2 and min(map(len, parts)) < 2 and not (parts[0] == "n" and len(parts[1]) > 2):
+            return m[0]   # math (q_r, d_h), but a count named n_<word> (n_steps) reads in words
         return " ".join(READER_WORDS.get(part, part) for part in parts)
 
     return _IDENTIFIER.sub(words, text).replace("<=", "≤").replace(">=", "≥")

@@ -458,6 +458,7 @@ def test_outcome_dependent_sentences_follow_the_published_runs_facts(run, publis
 def test_reader_words_turn_code_identifiers_into_words():
     assert words.reader_words("mnist_init_sd = 0.1") == "MNIST initial sd = 0.1"
     assert words.reader_words("n_train_samples = 8") == "number of train samples = 8"
+    assert words.reader_words("n_steps = 80000") == "number of steps = 80000"   # a count, not math
     assert words.reader_words("rhat (robust), bulk_ess (robust)") == "R-hat (robust), bulk ESS (robust)"
     assert words.reader_words("optunet_momentum = 0.0; lr 0.1, this run") == "OptuNet momentum = 0.0; lr 0.1, this run"
     assert words.reader_words("q_r beats q_d; d_h = 20") == "q_r beats q_d; d_h = 20"  # math, not code
