@@ -548,9 +548,7 @@ def render_table(table: dict, *, label: str, anchor: str, full: dict | None = No
                               formats=formats, paper_columns=paper_columns, hide=hide, differ=both)
 
     shown, paper_rows, how = shown_columns(table, formats=formats, paper_columns=paper_columns, hide=hide)
-    under_at = under_column(shown)
-    under = shown[under_at] if under_at is not None else None
-    shown = [c for c in shown if c is not under]
+    under = shown.pop(at) if (at := under_column(shown)) is not None else None
     widths = sentence_widths(shown)
     head = ["<thead><tr>", *(_th(c, widths.get(i)) for i, c in enumerate(shown)), "</tr></thead>"]
     body = ["<tbody>"]

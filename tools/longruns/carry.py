@@ -196,9 +196,8 @@ def _rename_bridged(root: pathlib.Path, chapter: str, renamed: dict[str, str]) -
         new = renamed.get(_plain_name(path))
         if new is None:
             continue
-        target = path.with_name(new + (XZ if path.name.endswith(XZ) else ""))
-        if not target.exists() and not target.with_name(new).exists() and not target.with_name(new + XZ).exists():
-            path.rename(target)
+        if not any(path.with_name(new + suffix).exists() for suffix in ("", XZ)):
+            path.rename(path.with_name(new + (XZ if path.name.endswith(XZ) else "")))
             n += 1
     return n
 

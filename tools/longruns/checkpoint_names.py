@@ -69,11 +69,17 @@ def expected(chapter: str, profile: str, *, seed: int = 0, device: str = "cpu") 
     Raises:
         ValueError: an unknown chapter or profile (the message lists the valid ones).
     """
+    return sorted(set(_names(chapter, profile, seed, device)))
+
+
+def _names(chapter: str, profile: str, seed: int, device: str) -> list[str]:
+    """The checkpoint file names of one run, in the order the chapter's naming function gives
+    them ([] for a chapter that does not checkpoint)."""
     config = get_profile(chapter, profile)
     names = CHECKPOINTED.get(chapter)
     if names is None:
         return []
-    return sorted({Path(p).name for p in names(_context(chapter, config, seed, _device_type(device)))})
+    return [Path(p).name for p in names(_context(chapter, config, seed, _device_type(device)))]
 
 
 def _device_type(device: str) -> str:
@@ -99,19 +105,19 @@ def live(chapter: str, entries: Iterable[dict]) -> set[str] | None:
     recorded = runs(entries)
     if not recorded:
         return None
-    profiles = declared(chapter).profiles   # a profile this version no longer has continues nothing
-    return {name for profile, seed, device in recorded if profile in profiles
+    return {name for profile, seed, device in _current(chapter, recorded)
             for name in expected(chapter, profile, seed=seed, device=device)}
+
+
+def _current(chapter: str, recorded: set[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The recorded runs of a profile this version still has (one it no longer has continues nothing)."""
+    profiles = declared(chapter).profiles
+    return [run for run in recorded if run[0] in profiles]
 
 
 def _renamed(chapter: str, profile: str, seed: int, device: str) -> dict[str, str]:
     """Old name -> :func:`expected` name of the checkpoints that the run would have written under
     a stage code hash the registry (:mod:`symlib.book.equivalence`) joins to the current one."""
-    config = get_profile(chapter, profile)
-    names = CHECKPOINTED.get(chapter)
-    if names is None:
-        return {}
-    context = _context(chapter, config, seed, _device_type(device))
     real = cache.fingerprint
     asked: list[str] = []
 
@@ -122,7 +128,7 @@ def _renamed(chapter: str, profile: str, seed: int, device: str) -> dict[str, st
     def named(fingerprint) -> list[str]:
         cache.fingerprint = fingerprint   # the naming functions look it up on the module, per call
         try:
-            return [Path(p).name for p in names(context)]
+            return _names(chapter, profile, seed, device)
         finally:
             cache.fingerprint = real
 
@@ -143,11 +149,9 @@ def bridged(chapter: str, entries: Iterable[dict]) -> dict[str, str]:
     name instead of being stranded by a change that moved no number."""
     if chapter not in CHECKPOINTED:
         return {}
-    profiles = declared(chapter).profiles
     out: dict[str, str] = {}
-    for profile, seed, device in runs(entries):
-        if profile in profiles:
-            out.update(_renamed(chapter, profile, seed, device))
+    for profile, seed, device in _current(chapter, runs(entries)):
+        out.update(_renamed(chapter, profile, seed, device))
     return out
 
 
