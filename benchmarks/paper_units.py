@@ -212,7 +212,7 @@ def main(argv=None) -> dict:
     for unit in args.units:
         t = time.perf_counter()
         info = run[unit](args.profile, args.device)
-        result["units"][unit] = {"seconds": round(time.perf_counter() - t, 1), **info}
+        result["units"][unit] = {"seconds": round(time.perf_counter() - t, 3), **info}
         print(unit, result["units"][unit], flush=True)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
