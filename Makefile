@@ -8,7 +8,9 @@ VENV    ?= .venv
 PROFILE ?= quick
 SEED    ?= 0
 DEVICE  ?= auto
-# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in one process
+# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in one process. A module whose
+# tests share an expensive fixture (a Stan compile, a GPU piece) is one xdist_group: one worker runs
+# it, so the fixture is built once, not once per worker
 TEST_JOBS ?= auto
 CHAPTER ?=
 # the published tier `make publish` and `make compare` work on: full or paper
@@ -78,7 +80,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 test: $(STAMP) ## run the test suite (one worker per core; TEST_JOBS=N)
-	$(PY) -m pytest -n $(TEST_JOBS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
 
 lint: $(STAMP) ## ruff, the import layers (lint-imports: pyproject's [tool.importlinter]) and actionlint on the workflows, as CI runs them
 	$(PY) -m ruff check .

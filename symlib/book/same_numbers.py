@@ -1,15 +1,16 @@
 """Prove that two versions of the code compute the same numbers for a chapter, and register it.
 
 ``python -m symlib.book.same_numbers CHAPTER --from REV [--to REV] [--profiles smoke quick]``
-exports both commits (``git archive``), computes the chapter's stages under each
-(``python -m symlib.book.pipeline compute``, each tree importing its own ``symlib``, each with a
-cache of its own), and compares every cache entry, exactly: the same entries, and in each the
-same tensors, arrays and numbers (NaN equal to NaN), wall-clock timings aside (dict keys that
-name a duration, :data:`TIMING_KEY`: two runs of the same code on one machine differ there, and
-the evidence names every key set aside). Only when all are identical does it write
-one entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), so that
-cache entries, carried state and published runs computed under the old code stay current. A
-difference is printed and nothing is registered.
+exports both commits (``git archive``), computes the chapter's stages under each (``python -m
+symlib.book.pipeline compute``, each tree importing its own ``symlib``, each with a cache of its own
+and an httpstan cache of its own, so that each side's Stan programs are compiled by its own code and
+a change of compile flags is proven too), and compares every cache entry, exactly: the same entries,
+and in each the same tensors, arrays and numbers (NaN equal to NaN), wall-clock timings aside (dict
+keys that name a duration, :data:`TIMING_KEY`: two runs of the same code on one machine differ
+there, and the evidence names every key set aside). Only when all are identical does it write one
+entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), so that cache
+entries, carried state and published runs computed under the old code stay current. A difference is
+printed and nothing is registered.
 
 It proves what the profiles exercise: the `smoke` and `quick` profiles run every stage of the
 chapter on small sizes; a change that moves numbers only at another profile's sizes (a branch
@@ -210,7 +211,8 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
         for profile in profiles:
             for side in ("old", "new"):
                 side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
-                            "SYMLIB_RESULTS": str(tmp / f"results-{side}-{profile}")}
+                            "SYMLIB_RESULTS": str(tmp / f"results-{side}-{profile}"),
+                            "XDG_CACHE_HOME": str(tmp / f"xdg-{side}")}
                 print(f"[symlib] {chapter}: computing the {profile} stages under the {side} code "
                       f"({(old_commit if side == 'old' else new_commit)[:12]}) ...", flush=True)
                 out = _run(tmp / side, ["-m", "symlib.book.pipeline", "compute", "--profile", profile, "--seed",

@@ -26,7 +26,10 @@ there. That went wrong in three ways:
    as httpstan's ``POST /models`` handler does) in a child Python, not over HTTP, so no client
    timeout applies; ``stan.build`` afterwards finds the model in the cache. The child's output
    (g++'s warnings included) goes to ``<cache>/logs/<id>.log``; the console gets one line per
-   model. The child dies with this process, and takes the compiler with it.
+   model. The child dies with this process, and takes the compiler with it. It compiles without
+   debug information (:func:`compile_flags`: Python's own flags, ``-O3`` included, then ``-g0``),
+   which GCC does not let change the generated code: about a third less compile time and half the
+   module's size.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from collections.abc import Iterator
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-__all__ = ["StanCacheWarning", "check_module", "compiled", "log_path", "model_directory",
+__all__ = ["StanCacheWarning", "check_module", "compile_flags", "compiled", "log_path", "model_directory",
            "model_id"]
 
 EXPECTED_FUNCTIONS = ("hmc_nuts_diag_e_adapt_wrapper", "fixed_param_wrapper", "log_prob",
@@ -230,7 +233,8 @@ def compiled(name: str, code: str) -> Iterator[float]:
 _COMPILE_SCRIPT = """
 import asyncio, ctypes, os, signal, sys, threading, time
 
-code_file, expected, parent = sys.argv[1], sys.argv[2], int(sys.argv[3])
+code_file, expected, parent, flags = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+os.environ["CFLAGS"] = os.environ["CXXFLAGS"] = flags  # setuptools' compiler flags (compile_flags)
 
 def die(*_):  # this child leads its own process group: take g++ down with it
     os.killpg(0, signal.SIGKILL)
@@ -265,6 +269,20 @@ httpstan.cache.dump_services_extension_module_compiler_output(output, model_name
 """
 
 
+def compile_flags() -> str:
+    """The C++ flags a compile runs with: those this Python was built with (setuptools' default,
+    e.g. ``-DNDEBUG -g -fwrapv -O3 -Wall``), then ``-g0``.
+
+    The compile's child hands them to setuptools as ``$CFLAGS`` and ``$CXXFLAGS``, which replace
+    its defaults (so the defaults are repeated); ``-g0`` last turns off their ``-g``. Debug
+    information for Stan's templates is about a third of a compile's time, and GCC guarantees
+    that ``-g`` does not change the code it generates.
+    """
+    import sysconfig
+
+    return f"{sysconfig.get_config_var('CFLAGS') or ''} -g0".strip()
+
+
 def _compile(name: str, code: str) -> float:
     """Compile ``code`` into httpstan's cache in a child Python; seconds taken.
 
@@ -275,13 +293,15 @@ def _compile(name: str, code: str) -> float:
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"compiling Stan model {name!r} for the first time (about a minute; compiler output in "
           f"{log})\u2026", end="", file=sys.stderr, flush=True)
+    flags = compile_flags()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="symlib-stan-") as tmp, open(log, "w") as out:
         source = Path(tmp) / "program.stan"
         source.write_text(code)
         # cwd: setuptools writes its build/ folder there
         proc = subprocess.Popen(
-            [sys.executable, "-c", _COMPILE_SCRIPT, str(source), model_id(code), str(os.getpid())],
+            [sys.executable, "-c", _COMPILE_SCRIPT, str(source), model_id(code), str(os.getpid()),
+             flags],
             cwd=tmp, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True)
         try:

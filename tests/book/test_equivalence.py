@@ -106,3 +106,29 @@ def test_wall_clock_timings_are_set_aside_and_named():
     assert {"warmup_s", "seconds", "time (s)"} <= same_numbers._TIMINGS_SEEN
     b["n_steps"] = 11  # 'steps' is no timing
     assert same_numbers.first_difference(a, b) == "['n_steps']: int 10 against int 11"
+
+
+def test_each_side_of_a_proof_compiles_its_stan_programs_in_a_cache_of_its_own(registry, monkeypatch):
+    """httpstan keys a compiled program by its text, not by the flags that compiled it: a shared
+    cache would let the new code sample with the old code's build. Each side computes with its own
+    XDG_CACHE_HOME (the compiles stubbed here: only the environments are checked)."""
+    seen = []
+
+    def fake_export(rev, into):
+        into.mkdir(parents=True)
+        return rev * 40
+
+    def fake_run(tree, args, env):
+        seen.append((tree.name, env))
+        return type("Done", (), {"returncode": 0, "stdout": "{}", "stderr": ""})()
+
+    monkeypatch.setattr(same_numbers, "_export", fake_export)
+    monkeypatch.setattr(same_numbers, "_run", fake_run)
+    monkeypatch.setattr(same_numbers, "compare_caches", lambda a, b, chapter: (1, [], {}))
+    monkeypatch.setenv("XDG_CACHE_HOME", "/the/callers/cache")
+    same_numbers.prove("04_constrained_models", "a", "b", profiles=("smoke", "quick"), register=False)
+    computes = [(side, env["XDG_CACHE_HOME"]) for side, env in seen if "SYMLIB_CACHE" in env]
+    assert [side for side, _ in computes] == ["old", "new", "old", "new"]
+    xdg = dict(computes)
+    assert xdg["old"] != xdg["new"] and "/the/callers/cache" not in xdg.values()
+    assert {side: x for side, x in computes[2:]} == xdg       # one build per side, reused across profiles

@@ -22,6 +22,8 @@ import pytest
 
 pytest.importorskip("stan")
 psutil = pytest.importorskip("psutil")
+# one worker runs the module (`make test` distributes by group): the session's compile of TINY is made once
+pytestmark = pytest.mark.xdist_group("stan_build")
 
 from symlib.inference import stan_build, stan_processes
 
@@ -198,6 +200,24 @@ def test_a_program_stanc_rejects_fails_naming_the_log(cache):
     with (pytest.raises(RuntimeError, match=r"compiling Stan model 'bad' failed.*logs/"),
           stan_build.compiled("bad", "parameters { real y } model { }")):
         pass
+
+
+def test_the_compiler_gets_pythons_flags_with_debug_information_off_last(cache, tmp_path, monkeypatch):
+    """A stand-in g++ records its arguments and fails: the compile of a real program reached it with
+    ``-O3`` (as setuptools' default flags have it) and ``-g0`` after every ``-g``."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "fake-cxx"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {calls}\necho "--" >> {calls}\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("CXX", str(fake))
+    with (pytest.raises(RuntimeError, match="compiling Stan model 'flags' failed"),
+          stan_build.compiled("flags", TINY.replace("symlib's test program", "flags"))):
+        pass
+    first = calls.read_text().split("--\n")[0].split()
+    assert "-O3" in first and "-c" in first
+    assert [a for a in first if a in ("-g", "-g0")][-1] == "-g0"
+    assert stan_build.compile_flags().endswith(" -g0") and "-O3" in stan_build.compile_flags()
 
 
 def _children(pid: int) -> list:
