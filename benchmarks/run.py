@@ -21,10 +21,12 @@ import bench_orthoskip
 import bench_precision
 import bench_sgm
 import bench_stan
+import bench_stan_compile
 import bench_vi_capture
 
 BENCHMARKS = {m.NAME: m for m in (bench_hmc, bench_mmd, bench_batched, bench_sgm, bench_orthoskip, bench_gpu,
-                                    bench_precision, bench_capture, bench_stan, bench_vi_capture)}
+                                    bench_precision, bench_capture, bench_stan, bench_vi_capture,
+                                    bench_stan_compile)}
 
 
 def main(argv=None) -> None:
