@@ -8,9 +8,7 @@ VENV    ?= .venv
 PROFILE ?= quick
 SEED    ?= 0
 DEVICE  ?= auto
-# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in one process. A module whose
-# tests share an expensive fixture (a Stan compile, a GPU piece) is one xdist_group: one worker runs
-# it, so the fixture is built once, not once per worker
+# test workers (pytest-xdist): one per core; TEST_JOBS=0 runs the suite in one process
 TEST_JOBS ?= auto
 CHAPTER ?=
 # the published tier `make publish` and `make compare` work on: full or paper
@@ -36,7 +34,7 @@ STAMP := $(VENV)/.installed
 CHAPTER_NAMES := $(sort $(patsubst notebooks/%.md,%,$(wildcard notebooks/[0-9][0-9]*_*.md)))
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint test book publish compare execute build chapter linkcheck browser-test page-scan clean chapters
+.PHONY: help install lint test test-tools book publish compare execute build chapter linkcheck browser-test page-scan clean chapters
 
 help: ## list the targets and variables (this text)
 	@echo "usage: make TARGET [VARIABLE=value ...]"
@@ -80,7 +78,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 test: $(STAMP) ## run the test suite (one worker per core; TEST_JOBS=N)
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_JOBS)
+
+# one file per worker: the GPU-piece tests share the pieces their module fixtures run
+test-tools: $(STAMP) ## run the tests of the maintainer tooling under tools/ (long runs, carry, GPU pieces)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m tools tests/longruns
 
 lint: $(STAMP) ## ruff, the import layers (lint-imports: pyproject's [tool.importlinter]) and actionlint on the workflows, as CI runs them
 	$(PY) -m ruff check .

@@ -2,10 +2,12 @@
 
 Every test here uses a private httpstan cache (``XDG_CACHE_HOME`` in a temporary folder). The
 session compiles ONE tiny Stan program once (the ``raced_build`` fixture: two processes build it
-together from an empty cache, about half a minute of g++); the corruption and kill tests copy
-that model's folder instead of compiling again. Tests that pay for the compile are marked slow.
+together from an empty cache, about half a minute of g++; under pytest-xdist the first worker to
+need it builds it and the others read its record); the corruption and kill tests copy that model's
+folder instead of compiling again. Tests that pay for the compile are marked slow.
 """
 
+import json
 import os
 import re
 import shutil
@@ -18,12 +20,11 @@ import time
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+import filelock
 import pytest
 
 pytest.importorskip("stan")
 psutil = pytest.importorskip("psutil")
-# one worker runs the module (`make test` distributes by group): the session's compile of TINY is made once
-pytestmark = pytest.mark.xdist_group("stan_build")
 
 from symlib.inference import stan_build, stan_processes
 
@@ -60,11 +61,12 @@ def _wait_until(condition, timeout_s: float, what: str):
     pytest.fail(f"waited {timeout_s} s for {what}")
 
 
-@pytest.fixture(scope="session")
-def raced_build(tmp_path_factory):
-    """Two processes build and sample TINY at the same time from an empty cache (one compile)."""
-    xdg = tmp_path_factory.mktemp("stan-xdg")
-    temp = Path(tempfile.mkdtemp(prefix="st-"))  # short: Unix socket paths have <= 107 bytes
+def _raced_build(root: Path) -> dict:
+    """Two processes build and sample TINY at the same time from the empty cache ``root/xdg``,
+    with their temporary files in ``root/st`` (short: a Unix socket's path has at most 107 bytes)."""
+    xdg, temp = root / "xdg", root / "st"
+    xdg.mkdir(parents=True)
+    temp.mkdir()
     procs = [subprocess.Popen([sys.executable, "-c", BUILD_AND_SAMPLE, TINY, str(seed)],
                               env=_env(xdg, temp), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -76,9 +78,26 @@ def raced_build(tmp_path_factory):
         directory, log = stan_build.model_directory(TINY), stan_build.log_path(TINY)
     finally:
         os.environ.pop("XDG_CACHE_HOME") if old is None else os.environ.update(XDG_CACHE_HOME=old)
-    yield {"results": [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs)],
-           "directory": directory, "log": log, "temp": temp}
-    shutil.rmtree(temp, ignore_errors=True)
+    return {"results": [[p.returncode, out, err] for p, (out, err) in zip(procs, outputs)],
+            "directory": str(directory), "log": str(log), "temp": str(temp)}
+
+
+@pytest.fixture(scope="session")
+def raced_build(tmp_path_factory, worker_id):
+    """:func:`_raced_build`, once per test session: under pytest-xdist every worker's base folder
+    sits in one session folder, where the first worker to get the lock builds and writes the
+    record, and the others read it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+    record = shared / "stan-raced-build" / "record.json"
+    with filelock.FileLock(str(shared / "stan-raced-build.lock")):
+        if not record.exists():
+            shutil.rmtree(record.parent, ignore_errors=True)
+            built = _raced_build(record.parent)
+            record.write_text(json.dumps(built))
+        built = json.loads(record.read_text())
+    return {"results": [tuple(r) for r in built["results"]], "directory": Path(built["directory"]),
+            "log": Path(built["log"]), "temp": Path(built["temp"])}
 
 
 @pytest.fixture

@@ -21,9 +21,6 @@ from pathlib import Path
 import pytest
 import torch
 
-# one worker runs the module (`make test` distributes by group): the module fixtures' pieces run once
-pytestmark = pytest.mark.xdist_group("gpu_piece")
-
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "01_ortho_skip"
 
