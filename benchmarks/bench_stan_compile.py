@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import harness  # first: puts this checkout's symlib on sys.path  # isort: skip
 
-import datetime
 import os
 import subprocess
 import sys
@@ -110,19 +109,7 @@ def run(quick: bool, peers: harness.Peers) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    parser = harness.parser(__doc__.splitlines()[0])
-    parser.set_defaults(out=harness.ROOT / "benchmarks" / "cpu_results")
-    parser.add_argument("--tag", help="suffix of the output files' names (a second run of the same day)")
-    args = parser.parse_args(argv)
-    peers = harness.Peers.from_args(args)
-    meta = harness.metadata(args.quick, peers)
-    meta["note"] = ("shared 2-core machine: other jobs ran during the rounds (see loadavg_start/end); "
-                    "ratios are per alternated round, so a slow drift of the load cancels")
-    stem = f"{datetime.date.today().isoformat()}_{NAME}" + (f"_{args.tag}" if args.tag else "")
-    rows = run(args.quick, peers)
-    json_path, md_path = harness.write(args.out, stem, meta, rows)
-    print(md_path.read_text())
-    print(f"wrote {json_path} and {md_path} (load average now {os.getloadavg()})")
+    harness.main_dated(run, NAME, __doc__.splitlines()[0], argv, one_thread=False)
 
 
 if __name__ == "__main__":

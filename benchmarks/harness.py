@@ -373,3 +373,36 @@ def main_for(
     json_path, md_path = write(args.out, name, meta, rows)
     print(md_path.read_text())
     print(f"wrote {json_path} and {md_path}")
+
+
+CPU_RESULTS = ROOT / "benchmarks" / "cpu_results"
+"""Where a dated benchmark (:func:`main_dated`) writes by default: committed results."""
+
+
+def main_dated(
+    run: Callable[[bool, Peers], list[dict]],
+    name: str,
+    description: str,
+    argv: Sequence[str] | None = None,
+    *,
+    one_thread: bool = True,
+) -> None:
+    """Command line of a benchmark whose results are committed: ``<out>/<date>_<name>[_TAG]``
+    (``--out`` defaults to :data:`CPU_RESULTS`; ``--tag`` names a second run of the same day),
+    with a note that the machine is shared and the load average before and after.
+    ``one_thread=False`` leaves this process's threads as they are (the work runs in children)."""
+    p = parser(description)
+    p.set_defaults(out=CPU_RESULTS)
+    p.add_argument("--tag", help="suffix of the output files' names (a second run of the same day)")
+    args = p.parse_args(argv)
+    if one_thread:
+        single_thread()
+    peers = Peers.from_args(args)
+    meta = metadata(args.quick, peers)
+    meta["note"] = ("shared 2-core machine: other jobs ran during the rounds (see loadavg_start/end); "
+                    "ratios are per alternated round, so a slow drift of the load cancels")
+    stem = f"{datetime.date.today().isoformat()}_{name}" + (f"_{args.tag}" if args.tag else "")
+    rows = run(args.quick, peers)
+    json_path, md_path = write(args.out, stem, meta, rows)
+    print(md_path.read_text())
+    print(f"wrote {json_path} and {md_path} (load average now {os.getloadavg()})")
