@@ -28,8 +28,8 @@ there. That went wrong in three ways:
    (g++'s warnings included) goes to ``<cache>/logs/<id>.log``; the console gets one line per
    model. The child dies with this process, and takes the compiler with it. It compiles without
    debug information (:func:`compile_flags`: Python's own flags, ``-O3`` included, then ``-g0``),
-   which GCC does not let change the generated code: about a third less compile time and half the
-   module's size.
+   which GCC does not let change the generated code and which is a large share of a compile's
+   time (``benchmarks/bench_stan_compile.py`` measures both).
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def compile_flags() -> str:
 
     The compile's child hands them to setuptools as ``$CFLAGS`` and ``$CXXFLAGS``, which replace
     its defaults (so the defaults are repeated); ``-g0`` last turns off their ``-g``. Debug
-    information for Stan's templates is about a third of a compile's time, and GCC guarantees
+    information for Stan's templates is a large share of a compile's time, and GCC guarantees
     that ``-g`` does not change the code it generates.
     """
     import sysconfig
