@@ -7,14 +7,20 @@ this test is what notices a change there that moves a number. It runs each chapt
 as its notebook does (every declared stage), records every key :func:`symlib.book.cache.cached`
 derives and a digest of every entry it stores (:func:`symlib.book.same_numbers.value_digest`), and
 compares them with tests/golden/smoke_cache_keys.json and tests/golden/smoke_numbers.json. The
-numbers are compared only on the platform that recorded them (torch version, CPU capability):
-elsewhere floating-point results may differ in their last bits, and that test is skipped, saying so.
+numbers are pinned per platform (:func:`tests.pinned.platform_id`: torch version, CPU capability
+and vendor), since floating-point results differ in their last bits between them; on a platform
+with no pinned set that test is skipped, saying so.
 
 Regenerate the golden files only for an intended change (a stage's version bumped, a change of
 code proven or meant to move numbers), and say so in the commit (name chapters to rewrite only
-theirs):
+theirs; this platform's numbers are rewritten, and the other platforms' sets, which this machine
+cannot recompute, are dropped, since they pin the old numbers):
 
     PYTHONPATH=$PWD python tests/book/test_smoke_cache_keys.py [01_ortho_skip ...]
+
+To pin the numbers of the same code on another platform, add its set and keep the others:
+
+    PYTHONPATH=$PWD python tests/book/test_smoke_cache_keys.py --add-platform
 """
 
 from __future__ import annotations
@@ -30,15 +36,15 @@ import pytest
 import torch
 
 from symlib.chapters import CHAPTERS
+from tests.pinned import platform_id
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "smoke_cache_keys.json"
 NUMBERS = GOLDEN.with_name("smoke_numbers.json")
 
 
-def platform_id() -> dict:
-    """What the pinned numbers depend on besides the code: torch's version and the CPU
-    instructions its kernels use."""
-    return {"torch": torch.__version__, "cpu capability": torch.backends.cpu.get_cpu_capability()}
+def pinned_set(pinned: dict, platform: dict) -> dict | None:
+    """The chapters' digests pinned on ``platform`` in the golden file's ``pinned`` (None: none)."""
+    return next((entry["chapters"] for entry in pinned["platforms"] if entry["platform"] == platform), None)
 
 
 def _stages(chapter: str, module, config) -> None:
@@ -97,7 +103,9 @@ def numbers(chapters=tuple(CHAPTERS)) -> dict[str, dict[str, str]]:
 
 def test_the_golden_files_name_every_chapter():
     assert sorted(json.loads(GOLDEN.read_text())) == sorted(CHAPTERS)
-    assert sorted(json.loads(NUMBERS.read_text())["chapters"]) == sorted(CHAPTERS)
+    platforms = json.loads(NUMBERS.read_text())["platforms"]
+    assert platforms and all(sorted(entry["chapters"]) == sorted(CHAPTERS) for entry in platforms)
+    assert len({json.dumps(entry["platform"], sort_keys=True) for entry in platforms}) == len(platforms)
 
 
 @pytest.mark.slow
@@ -116,29 +124,44 @@ def test_smoke_cache_keys_and_results_are_the_golden_ones(chapter, tmp_path, mon
         f"bumped), regenerate {GOLDEN} (see this module's docstring)"
     )
     pinned = json.loads(NUMBERS.read_text())
-    if pinned["platform"] != platform_id():
-        pytest.skip(f"the smoke numbers were pinned on {pinned['platform']}; this is {platform_id()}: "
-                    "results may differ in their last bits")
+    here = pinned_set(pinned, platform_id())
+    if here is None:
+        pytest.skip(f"the smoke numbers were pinned on {[e['platform'] for e in pinned['platforms']]}; "
+                    f"this is {platform_id()}: results may differ in their last bits")
     digests = numbers((chapter,))[chapter]
-    moved = sorted(k for k in pinned["chapters"][chapter].keys() | digests.keys()
-                   if pinned["chapters"][chapter].get(k) != digests.get(k))
+    moved = sorted(k for k in here[chapter].keys() | digests.keys()
+                   if here[chapter].get(k) != digests.get(k))
     assert not moved, (
         f"{chapter}: the smoke results of {moved} changed; a change meant to move numbers regenerates "
         f"{NUMBERS} (see this module's docstring) and leaves the chapter's runs stale")
 
 
 if __name__ == "__main__":
+    add = "--add-platform" in sys.argv
+    named = tuple(a for a in sys.argv[1:] if a != "--add-platform")
+    if add and named:
+        raise SystemExit("--add-platform pins every chapter: name none")
     os.environ.pop("SYMLIB_JOBS", None)
     with tempfile.TemporaryDirectory() as folder:
         os.environ["SYMLIB_CACHE"] = str(Path(folder) / "cache")
         os.environ["SYMLIB_RESULTS"] = str(Path(folder) / "results")
-        keys = record(tuple(sys.argv[1:]) or tuple(CHAPTERS))
+        keys = record(named or tuple(CHAPTERS))
         digests = numbers(tuple(keys))
-    # only the chapters named (default: all) are rewritten; the others keep their golden values
-    GOLDEN.write_text(json.dumps({**json.loads(GOLDEN.read_text()), **keys}, indent=1) + "\n")
-    old = json.loads(NUMBERS.read_text()) if NUMBERS.is_file() else {"chapters": {}}
-    if old.get("platform") not in (None, platform_id()) and set(digests) != set(CHAPTERS):
-        raise SystemExit(f"{NUMBERS} was pinned on {old['platform']}: regenerate every chapter here, or none")
-    NUMBERS.write_text(json.dumps({"platform": platform_id(), "chapters": {**old["chapters"], **digests}},
-                                  indent=1, sort_keys=True) + "\n")
-    print(f"wrote the keys and numbers of {', '.join(keys)} to {GOLDEN} and {NUMBERS}")
+    golden_keys = json.loads(GOLDEN.read_text())
+    old = json.loads(NUMBERS.read_text()) if NUMBERS.is_file() else {"platforms": []}
+    here, others = platform_id(), [e for e in old["platforms"] if e["platform"] != platform_id()]
+    if add:
+        if any(golden_keys[c] != keys[c] for c in keys):
+            raise SystemExit(f"the cache keys differ from {GOLDEN}: this is other code; regenerate, not --add-platform")
+        entries = [*others, {"platform": here, "chapters": digests}]
+    else:
+        # only the chapters named (default: all) are rewritten; the others keep this platform's values
+        mine = pinned_set(old, here)
+        if mine is None and set(digests) != set(CHAPTERS):
+            raise SystemExit(f"{NUMBERS} has no numbers of {here}: regenerate every chapter here, or none")
+        entries = [{"platform": here, "chapters": {**(mine or {}), **digests}}]
+        GOLDEN.write_text(json.dumps({**golden_keys, **keys}, indent=1) + "\n")
+    NUMBERS.write_text(json.dumps({"platforms": entries}, indent=1, sort_keys=True) + "\n")
+    print(f"wrote the numbers of {', '.join(keys)} on {here} to {NUMBERS}"
+          + ("" if add else f", and their keys to {GOLDEN}")
+          + (f"; dropped the sets of {[e['platform'] for e in others]}" if others and not add else ""))

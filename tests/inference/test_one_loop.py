@@ -8,12 +8,21 @@ commit 2eeb7f5, before they shared one resumable loop, together with two checkpo
 wrote mid-run. Every case must return exactly those tensors (``torch.equal``), and the old
 checkpoints must continue to the numbers of the uninterrupted run.
 
-The file is written by running this module as a script (``python tests/inference/test_one_loop.py``);
-rewrite it only for a change that is meant to move these numbers, and say so in the commit.
+The numbers are pinned per CPU vendor (:func:`tests.pinned.cpu_vendor`): torch's matrix products
+go to MKL and oneDNN, which round the last bits differently on Intel and AMD processors. The
+Intel set was recorded at 2eeb7f5 on an Intel Xeon; the AMD set by the same script at 965db4d
+(the code of 2eeb7f5 and this module) on an AMD EPYC, 2026-12-06, and the current code gave
+exactly those numbers there too.
+
+The file is written by running this module as a script (``python tests/inference/test_one_loop.py``,
+which records this machine's vendor and drops the others; ``--add-platform`` adds this vendor's
+set and keeps the others, for the same code on another machine); rewrite it only for a change
+that is meant to move these numbers, and say so in the commit.
 The recorded numbers are those of torch's AVX2 and AVX512 CPU kernels (the same on both, checked
 with ``ATEN_CPU_CAPABILITY``; the scalar kernels round the networks' products otherwise), so the
-comparisons with them are skipped on other CPU arithmetic or another torch release
-(:data:`ARITHMETIC`); the runs in pieces are compared with a fresh uninterrupted run everywhere.
+comparisons with them are skipped on other CPU arithmetic, another torch release or a vendor with
+no set (:data:`ARITHMETIC`); the runs in pieces are compared with a fresh uninterrupted run
+everywhere.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from symlib.inference.hmc_resumable import sample_resumable
 from symlib.inference.mfvi_graph import fit_captured, fit_resumable
 from symlib.nn.mlp import Activation, MLPSpec, init_mlp
 from tests.inference.test_hmc_resumable import _problem
+from tests.pinned import cpu_vendor
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "one_loop.pt"
 
@@ -229,8 +239,8 @@ def _vi_checkpoint(tmp: Path) -> bytes:
     return path.read_bytes()
 
 
-def write(path: Path = GOLDEN) -> None:
-    """Record every case and the two mid-run checkpoints into ``path``."""
+def record() -> dict:
+    """Every case and the two mid-run checkpoints, computed here, with torch's version."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -238,8 +248,15 @@ def write(path: Path = GOLDEN) -> None:
         out = {"cases": {name: _run(name, tmp) for name in CASES},
                "hmc_checkpoint": _hmc_checkpoint(tmp), "vi_checkpoint": _vi_checkpoint(tmp)}
     out["torch"] = torch.__version__.split("+")[0]
+    return out
+
+
+def write(path: Path = GOLDEN, *, add_platform: bool = False) -> None:
+    """Record this machine's set (:func:`record`) into ``path`` under its CPU vendor: with
+    ``add_platform`` beside the other vendors' sets, else in their place."""
+    sets = torch.load(path, weights_only=False)["by vendor"] if add_platform and path.is_file() else {}
     buffer = io.BytesIO()
-    torch.save(out, buffer)
+    torch.save({"by vendor": {**sets, cpu_vendor(): record()}}, buffer)
     path.write_bytes(buffer.getvalue())
 
 
@@ -249,11 +266,13 @@ def _golden() -> dict:
     """The recorded numbers; the test is skipped where torch computes with other arithmetic."""
     import pytest
 
-    golden = torch.load(GOLDEN, weights_only=False)
+    sets = torch.load(GOLDEN, weights_only=False)["by vendor"]
     capability, version = torch.backends.cpu.get_cpu_capability(), torch.__version__.split("+")[0]
-    if capability not in ARITHMETIC or version != golden["torch"]:
-        pytest.skip(f"recorded with torch {golden['torch']} on {'/'.join(ARITHMETIC)} kernels; "
-                    f"this is torch {version} on {capability}")
+    golden = sets.get(cpu_vendor())
+    if capability not in ARITHMETIC or golden is None or version != golden["torch"]:
+        pytest.skip(f"recorded with torch {sorted({g['torch'] for g in sets.values()})} on "
+                    f"{'/'.join(ARITHMETIC)} kernels of {sorted(sets)} processors; this is torch {version} "
+                    f"on {capability} of a {cpu_vendor()} processor")
     return golden
 
 
@@ -340,5 +359,8 @@ def test_a_changed_sampler_would_be_caught(tmp_path):
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN)
-    print(f"wrote {GOLDEN if len(sys.argv) < 2 else sys.argv[1]}")
+    add = "--add-platform" in sys.argv
+    paths = [a for a in sys.argv[1:] if a != "--add-platform"]
+    target = Path(paths[0]) if paths else GOLDEN
+    write(target, add_platform=add)
+    print(f"wrote the numbers of this {cpu_vendor()} processor to {target}")
