@@ -18,7 +18,9 @@ cannot recompute, are dropped, since they pin the old numbers):
 
     PYTHONPATH=$PWD python tests/book/test_smoke_cache_keys.py [01_ortho_skip ...]
 
-To pin the numbers of the same code on another platform, add its set and keep the others:
+To pin the numbers of the same code on another platform, add its set and keep the others (it
+refuses only changed cache keys, a stage version or profile bumped; that the code is the one
+the other sets pinned is for you to check, e.g. that their platform passes this test on it):
 
     PYTHONPATH=$PWD python tests/book/test_smoke_cache_keys.py --add-platform
 """
@@ -152,7 +154,8 @@ if __name__ == "__main__":
     here, others = platform_id(), [e for e in old["platforms"] if e["platform"] != platform_id()]
     if add:
         if any(golden_keys[c] != keys[c] for c in keys):
-            raise SystemExit(f"the cache keys differ from {GOLDEN}: this is other code; regenerate, not --add-platform")
+            raise SystemExit(f"the cache keys differ from {GOLDEN} (a stage version or profile changed): "
+                             "regenerate, not --add-platform")
         entries = [*others, {"platform": here, "chapters": digests}]
     else:
         # only the chapters named (default: all) are rewritten; the others keep this platform's values
