@@ -367,12 +367,22 @@ def main_for(
     args = parser(description).parse_args(argv)
     use_device_option(args)
     single_thread()
+    json_path, md_path = _run_and_write(run, args, name)
+    print(f"wrote {json_path} and {md_path}")
+
+
+def _run_and_write(run: Callable[[bool, Peers], list[dict]], args: argparse.Namespace, stem: str,
+                   note: str | None = None) -> tuple[Path, Path]:
+    """Run a benchmark under the parsed ``args``, write its table to ``<args.out>/<stem>.*`` (with
+    ``note`` in its metadata), print it and say where it went."""
     peers = Peers.from_args(args)
     meta = metadata(args.quick, peers)
+    if note is not None:
+        meta["note"] = note
     rows = run(args.quick, peers)
-    json_path, md_path = write(args.out, name, meta, rows)
+    json_path, md_path = write(args.out, stem, meta, rows)
     print(md_path.read_text())
-    print(f"wrote {json_path} and {md_path}")
+    return json_path, md_path
 
 
 CPU_RESULTS = ROOT / "benchmarks" / "cpu_results"
@@ -397,12 +407,8 @@ def main_dated(
     args = p.parse_args(argv)
     if one_thread:
         single_thread()
-    peers = Peers.from_args(args)
-    meta = metadata(args.quick, peers)
-    meta["note"] = ("shared 2-core machine: other jobs ran during the rounds (see loadavg_start/end); "
-                    "ratios are per alternated round, so a slow drift of the load cancels")
     stem = f"{datetime.date.today().isoformat()}_{name}" + (f"_{args.tag}" if args.tag else "")
-    rows = run(args.quick, peers)
-    json_path, md_path = write(args.out, stem, meta, rows)
-    print(md_path.read_text())
+    json_path, md_path = _run_and_write(
+        run, args, stem, note="shared 2-core machine: other jobs ran during the rounds (see loadavg_start/end); "
+                              "ratios are per alternated round, so a slow drift of the load cancels")
     print(f"wrote {json_path} and {md_path} (load average now {os.getloadavg()})")
