@@ -1,8 +1,9 @@
 """The generated blocks of the README and the "Run times" page, written from the published records.
 
 README.md says what the book concludes: how many claims hold, do not hold or are not judged, in
-each verdict column, per chapter and per tier. Those counts are never typed: they sit between
-marker comments and are written from ``published/<tier>/<chapter>.json`` by this module, which a
+each verdict column, per chapter and per tier, then which claims, each "does not hold" with the
+causes its diagnosis names (:func:`which_claims`). None of it is typed: it sits between
+marker comments and is written from ``published/<tier>/<chapter>.json`` by this module, which a
 test runs in check mode, so a republished run that leaves the README behind fails the tests::
 
     <!-- conclusions:start ... -->
@@ -30,7 +31,8 @@ from symlib.book import ledger, published
 from symlib.book.paths import project_root_or_cwd
 from symlib.chapters import CHAPTERS, get_profile
 
-__all__ = ["BLOCKS", "conclusions", "main", "outdated", "replace_block", "run_times", "stale_phrase", "write"]
+__all__ = ["BLOCKS", "conclusions", "main", "outdated", "replace_block", "run_times", "stale_phrase", "which_claims",
+           "write"]
 
 SYMBOLS = {"holds": "✓", "does not hold": "✗", "not judged": "○"}
 """How the tables mark each outcome."""
@@ -129,7 +131,43 @@ def conclusions(root: Path | None = None) -> str:
     legend = ("✓ holds, ✗ does not hold, ○ not judged (the run lacks what the column needs). A *stale* "
               "run was computed before its chapter's code or profile last changed: its verdicts may move "
               "when it is run again.")
-    return "\n".join([*lines, "", *table, "", legend])
+    return "\n".join([*lines, "", *table, "", legend, "", *which_claims(root)])
+
+
+def _causes(claim: Mapping) -> str:
+    """The distinct causes a claim's diagnosis names, in its order ("" when it names none)."""
+    causes = dict.fromkeys(str(d["cause"]) for d in claim.get("diagnosis") or [])
+    return ", ".join(causes)
+
+
+def which_claims(root: Path) -> list[str]:
+    """Per chapter, its claims (by the ids the records and the reproducibility page use) under the
+    reproduced column of its front run (the `paper` run where one is published, else `full`), each
+    "does not hold" with the causes its diagnosis names."""
+    front: dict[str, tuple[str, dict, list[str]]] = {}
+    for tier in reversed(published.TIERS):  # the last tier (`paper`) wins
+        for chapter, (record, why) in _records(tier, root).items():
+            front.setdefault(chapter, (tier, record, why))
+    lines = []
+    for chapter in _chapters():
+        if chapter not in front or not ledger._claims(front[chapter][1]):
+            continue
+        tier, record, why = front[chapter]
+        parts = []
+        for outcome in ledger.OUTCOMES:
+            claims = [c for c in ledger._claims(record)
+                      if ledger.column_outcome(c, ledger.COLUMNS[0]) == outcome]
+            if claims:
+                parts.append(f"{SYMBOLS[outcome]} " + ", ".join(
+                    f"`{c['id']}`" + (f" ({causes})" if outcome == "does not hold" and (causes := _causes(c)) else "")
+                    for c in claims))
+        lines.append(f"- {ledger.chapter_title(chapter)} (`{tier}`{', stale' if why else ''}): " + "; ".join(parts))
+    if not lines:
+        return []
+    head = ("Which claims, reproduced column, from each chapter's `paper` run where one is published, "
+            "else its `full` run; after a claim that does not hold, the causes its diagnosis names. The "
+            "book's reproducibility page gives each claim's text, the paper's value, ours and both verdicts:")
+    return [head, "", *lines]
 
 
 def _minutes(record: Mapping) -> float | None:

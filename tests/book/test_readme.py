@@ -131,3 +131,34 @@ def test_the_blocks_follow_the_records(tmp_path, monkeypatch):
     claim["verdicts"]["reproduced"]["holds"] = False
     path.write_text(json.dumps(record))
     assert readme.outdated(tmp_path) == [tmp_path / "README.md"]
+
+
+def test_which_claims_lists_the_front_runs_claims_and_why_each_does_not_hold(tmp_path, monkeypatch):
+    """Made-up records: the `paper` run stands in front of the `full` one; a claim that does not
+    hold is followed by its diagnosis's distinct causes, in order; a claim that holds by none."""
+    def claim(cid, holds, causes=()):
+        return {"id": cid, "text": "t", "paper": "p", "ours": "o", "holds": holds,
+                "diagnosis": [{"cause": c, "detail": "d", "sweep": None} for c in causes],
+                "verdicts": {"reproduced": {"holds": holds, "preconditions": []},
+                             "robust": {"holds": None, "preconditions": []}}}
+    records = {
+        "full": [claim("a", False, ("budget",)), claim("b", True)],
+        "paper": [claim("a", True, ("data",)), claim("b", False, ("budget", "data", "budget")), claim("c", None),
+                  {**claim("check", True), "kind": "check"}],
+    }
+    for tier, claims in records.items():
+        (tmp_path / "published" / tier).mkdir(parents=True)
+        (tmp_path / "published" / tier / "01_ortho_skip.json").write_text(json.dumps(
+            {"chapter": "01_ortho_skip", "profile": tier, "claims": claims}))
+    monkeypatch.setattr(readme, "_chapters", lambda: ["00_symmetries", "01_ortho_skip"])
+    monkeypatch.setattr(readme.published, "load", lambda chapter, directory, tier: json.loads(p.read_text())
+                        if (p := Path(directory) / f"{chapter}.json").is_file() else None)
+    monkeypatch.setattr(readme.published, "staleness", lambda record, profile, notebook: ["the code changed since"])
+    lines = readme.which_claims(tmp_path)
+    assert lines[1:] == ["", (f"- {readme.ledger.chapter_title('01_ortho_skip')} (`paper`, stale): "
+                              "✓ `a`; ✗ `b` (budget, data); ○ `c`")]
+    (tmp_path / "published" / "paper" / "01_ortho_skip.json").unlink()
+    assert lines != readme.which_claims(tmp_path)
+    assert readme.which_claims(tmp_path)[-1].endswith("(`full`, stale): ✓ `b`; ✗ `a` (budget)")
+    (tmp_path / "published" / "full" / "01_ortho_skip.json").unlink()
+    assert readme.which_claims(tmp_path) == []
