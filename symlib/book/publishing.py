@@ -252,18 +252,32 @@ def _same_stage_code(record: dict, previous: dict) -> bool:
 
 def _combined_hashes(record: dict, limit: int = 4096) -> set[str]:
     """The compute code hashes (:func:`_combined_hash`) a run's pieces may have recorded for the code
-    that computed ``record``: a stage the record names no entry of (it caches nothing) counts with
-    any hash the registry of equivalences joins to its hash in this checkout (the run that computed
-    the entries may have hashed it under an older scheme, or before a proven move)."""
+    that computed ``record``: each stage counts with any hash the registry of equivalences joins to
+    its recorded hash, or, for a stage the record names no entry of (it caches nothing), to its hash
+    in this checkout. A run in pieces may compute some entries under one stage code and the rest
+    under code proven equivalent (an entry then names the older hash while the last piece recorded
+    this checkout's), and the run that computed the entries may have hashed a stage under an older
+    scheme, or before a proven move. Each stage's options start with this checkout's hash, so the
+    combination of this checkout's code comes first, within ``limit``."""
     parts = _stage_code(record)
     chapter = record.get("chapter")
     if not parts or not isinstance(chapter, str):
         return set()
-    missing = [e for e in stage_experiments(chapter) if e not in parts]
-    options = [sorted(joined(e, stage_code_hash(e))) for e in missing]
+    experiments = stage_experiments(chapter)
+    missing = [e for e in experiments if e not in parts]
     out = set()
-    for combo in itertools.islice(itertools.product(*options), limit):
+    # the stages the record names at their recorded hashes; the others at any joined to this checkout's
+    for combo in itertools.islice(itertools.product(*(sorted(joined(e, stage_code_hash(e))) for e in missing)), limit):
         out.add(combined_code_hash({**parts, **dict(zip(missing, combo, strict=True))}))
+    # every stage at any hash joined to its recorded one (this checkout's first, where joined)
+    options = []
+    for e in experiments:
+        now, recorded = stage_code_hash(e), parts.get(e, stage_code_hash(e))
+        hashes = joined(e, recorded)
+        first = now if now in hashes else recorded
+        options.append([first, *sorted(hashes - {first})])
+    for combo in itertools.islice(itertools.product(*options), limit):
+        out.add(combined_code_hash({**parts, **dict(zip(experiments, combo, strict=True))}))
     return out
 
 

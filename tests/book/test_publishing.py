@@ -277,6 +277,39 @@ def test_a_rerender_finds_pieces_that_hashed_its_uncached_stages_under_older_cod
     assert publishing._computed(record, None, path)["compute_time"] == "900 s"
 
 
+def test_a_rerender_of_a_run_whose_entries_span_proven_equivalent_code_takes_its_own_pieces(tmp_path, monkeypatch):
+    """A run in pieces computed one cached stage under older stage code and finished under this
+    checkout's, the two joined by the registry: its record names the older hash for that stage
+    while its complete piece recorded this checkout's compute code hash. The re-render takes
+    that run's account, not the replaced record's (of an earlier run of equivalent code); without
+    the join the older entry is other code, and the replaced record's account is refused too."""
+    from symlib.book import equivalence
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    chapter = "04_constrained_models"
+    now = {e: stage_code_hash(e) for e in stage_experiments(chapter)}
+    prior, rest = f"{chapter}-prior", [f"{chapter}-{s}" for s in ("boston_fits", "robust_synth", "synth")]
+    record = {"chapter": chapter, "profile": "full", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": [
+                  {"code_hash": "a" * 16, "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
+    previous = {"computed": {"device": "cpu", "compute_time": "10130 s",
+                             "pieces": {"pieces": 2, "last": "2026-11-29T19:23:56+00:00"}},
+                "provenance": {"computed_with": [{"code_hash": "b" * 16, "stages": [prior, *rest]}]}}
+    path = tmp_path / "results" / f"{chapter}.json"
+    day = datetime(2026, 12, 6, 16, 53, tzinfo=UTC)
+    pieces.log_piece(chapter, profile="full", device="cpu", seconds=5345.0, outcome="failed",
+                     directory=tmp_path / "results", code_hash=compute_code_hash(chapter), started=day)
+    pieces.log_piece(chapter, profile="full", device="cpu", seconds=6424.0, outcome="complete",
+                     directory=tmp_path / "results", code_hash=compute_code_hash(chapter),
+                     started=day + timedelta(hours=9))
+    with pytest.raises(ValueError, match="neither an earlier published record"):
+        publishing._computed(record, previous, path)
+    equivalence.add([(e, h, now[e]) for e in (prior, *rest) for h in ("a" * 16, "b" * 16) if h != now[e]], "test: proven")
+    got = publishing._computed(record, previous, path)
+    assert got != previous["computed"] and got["compute_time"] == "11769 s" and got["pieces"]["pieces"] == 2
+
+
 def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch, capsys):
     from symlib.book import pieces
 
