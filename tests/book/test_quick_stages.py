@@ -34,7 +34,8 @@ def test_each_stage_is_timed_once_in_a_cache_of_its_own(monkeypatch, tmp_path):
     timed = _script().time_stages("01_ortho_skip", "smoke")
     assert list(timed["stages"]) == ["main", "robustness"]
     assert timed["stages"]["main"] > 0 and timed["stages"]["robustness"] > 0   # each its own, not one
-    assert sum(timed["stages"].values()) <= timed["total"] + 0.1 and timed["uncached"] >= -0.1  # none twice
+    rounding = 0.05 * (len(timed["stages"]) + 1) + 1e-9  # each figure is rounded to 0.1 s
+    assert sum(timed["stages"].values()) <= timed["total"] + rounding and timed["uncached"] >= -0.05  # none twice
     assert os.environ["SYMLIB_CACHE"] == str(tmp_path / "mine")                # restored, and unused:
     assert not (tmp_path / "mine").exists()                                    # the run's cache was its own
     assert (contract.cached, contract.Chapter._fan_out) == plain               # the contract is as it was
