@@ -22,6 +22,7 @@ import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -141,12 +142,14 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
     return path
 
 
-def account(entries: list[dict], profile: str) -> dict | None:
+def account(entries: list[dict], profile: str, codes: Collection[str] = ()) -> dict | None:
     """The latest complete run of ``profile`` in ``entries``: the executions that computed it
     (its ``complete`` piece and the ``budget`` or ``failed`` pieces since the previous complete
     run of that profile; re-renders compute nothing and are left out, and so are pieces whose
-    recorded code hash is not the complete piece's, as ``abandoned``), or None when no piece of
-    that profile completed.
+    recorded code hash is neither the complete piece's nor one of ``codes``, as ``abandoned``),
+    or None when no piece of that profile completed. ``codes``: the compute code hashes proven
+    equivalent to the complete piece's (the registry of equivalences joins their stages' hashes),
+    whose pieces computed entries the run kept.
 
     Returns:
         ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last",
@@ -159,16 +162,18 @@ def account(entries: list[dict], profile: str) -> dict | None:
         return None
     last = ends[-1]
     first = ends[-2] + 1 if len(ends) > 1 else 0
-    run, summary = _summary(mine[first:last + 1])
+    run, summary = _summary(mine[first:last + 1], codes)
     return summary | {"stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
                       "failed": sum(e.get("outcome") == "failed" for e in run)}
 
 
-def _summary(since: list[dict]) -> tuple[list[dict], dict]:
-    """The pieces of ``since`` run with its last piece's code (entries with no hash count too), and
-    their account: pieces, seconds, minutes, devices, hosts, first, last, abandoned (the others)."""
+def _summary(since: list[dict], codes: Collection[str] = ()) -> tuple[list[dict], dict]:
+    """The pieces of ``since`` run with its last piece's code or one of ``codes`` (entries with no
+    hash count too), and their account: pieces, seconds, minutes, devices, hosts, first, last,
+    abandoned (the others)."""
     code = since[-1].get("code_hash")
-    run = [e for e in since if code is None or e.get("code_hash") in (None, code)]
+    mine = {None, code, *codes}
+    run = [e for e in since if code is None or e.get("code_hash") in mine]
     seconds = sum(float(e.get("seconds", 0.0)) for e in run)
     return run, {"pieces": len(run), "seconds": round(seconds, 1), "minutes": round(seconds / 60, 1),
                  "devices": sorted({str(e.get("device")) for e in run}),

@@ -200,15 +200,16 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
         computed = {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
                     "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
                     "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
-        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER))
+        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER),
+                             _stage_hashes(record) | _combined_hashes(record))
         if run is not None:
             computed["pieces"] = run
         return computed
-    mine = _stage_hashes(record)
+    mine = _stage_hashes(record) | _combined_hashes(record)
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
-    logged = bool(complete) and complete[-1].get("code_hash") in mine | _combined_hashes(record)
+    logged = bool(complete) and complete[-1].get("code_hash") in mine
     if (previous or {}).get("computed") and _same_stage_code(record, previous):
         before = ((previous["computed"].get("pieces") or {}).get("last")) or ""
         if not (logged and str(complete[-1].get("started", "")) > before):
@@ -216,7 +217,7 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
         # the same code computed again since the account was written (another checkout's run,
         # its cache brought here): the cache holds that run's numbers, so its account is theirs
     if logged:
-        run = pieces.account(log, profile)
+        run = pieces.account(log, profile, mine)
         return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
                 "code_hash": (record.get("provenance") or {}).get("code_hash"),
                 "compute_time": f"{run['seconds']:.0f} s", "pieces": run}

@@ -41,6 +41,11 @@ def test_pieces_run_with_other_code_are_not_part_of_the_complete_run(tmp_path):
     got = pieces.account(entries, "full")
     assert got["pieces"] == 3 and got["seconds"] == 50 + 900 + 400 and got["abandoned"] == 2
     assert got["stopped_at_budget"] == 2 and got["failed"] == 0
+    # the old code proven equivalent to the new (its entries kept): its pieces are the run's
+    joined = pieces.account(entries, "full", {"old"})
+    assert joined["pieces"] == 5 and joined["seconds"] == 50 + 3000 + 1500 + 900 + 400 and joined["abandoned"] == 0
+    assert joined["stopped_at_budget"] == 3 and joined["failed"] == 1
+    assert pieces.account(entries, "full", {"other"}) == got
 
 
 def test_entries_are_appended_with_what_they_need(tmp_path):

@@ -310,6 +310,42 @@ def test_a_rerender_of_a_run_whose_entries_span_proven_equivalent_code_takes_its
     assert got != previous["computed"] and got["compute_time"] == "11769 s" and got["pieces"]["pieces"] == 2
 
 
+def test_a_runs_pieces_under_proven_equivalent_code_are_counted_in_its_account(tmp_path, monkeypatch):
+    """The pieces that computed a run's older entry, under stage code the registry joins to this
+    checkout's, recorded another compute code hash than its complete piece: they are part of the
+    run (its record keeps what they computed), not abandoned; without the join they are."""
+    from symlib.book import equivalence
+    from symlib.book.provenance import combined_code_hash
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    chapter = "04_constrained_models"
+    now = {e: stage_code_hash(e) for e in stage_experiments(chapter)}
+    prior, rest = f"{chapter}-prior", [f"{chapter}-{s}" for s in ("boston_fits", "robust_synth", "synth")]
+    record = {"chapter": chapter, "profile": "full", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": [
+                  {"code_hash": "a" * 16, "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
+    path = tmp_path / "results" / f"{chapter}.json"
+    day = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
+    older = combined_code_hash({**now, prior: "a" * 16})
+    for hours, seconds, outcome, code in ((0, 3000.0, "budget", older), (4, 2000.0, "failed", older),
+                                          (8, 5345.0, "failed", compute_code_hash(chapter)),
+                                          (12, 6424.0, "complete", compute_code_hash(chapter))):
+        pieces.log_piece(chapter, profile="full", device="cpu", seconds=seconds, outcome=outcome,
+                         directory=tmp_path / "results", code_hash=code, started=day + timedelta(hours=hours))
+    equivalence.add([(prior, "a" * 16, now[prior])], "test: proven")
+    got = publishing._computed(record, None, path)
+    assert got["pieces"]["pieces"] == 4 and got["pieces"]["abandoned"] == 0 and got["compute_time"] == "16769 s"
+    assert got["pieces"]["first"] == day.isoformat(timespec="seconds")
+    fresh = publishing._computed({**record, "rendered_from_cache": False, "device": "cpu"}, None, path)
+    assert fresh["pieces"] == got["pieces"]                          # a record computed in place counts them too
+    registry.unlink()
+    unjoined = {**record, "provenance": {"code_hash": "nb", "computed_with": [
+        {"code_hash": now[prior], "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
+    alone = publishing._computed(unjoined, None, path)
+    assert alone["pieces"]["pieces"] == 2 and alone["pieces"]["abandoned"] == 2
+
+
 def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch, capsys):
     from symlib.book import pieces
 
