@@ -211,10 +211,14 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
     logged = bool(complete) and complete[-1].get("code_hash") in mine
     if (previous or {}).get("computed") and _same_stage_code(record, previous):
-        before = ((previous["computed"].get("pieces") or {}).get("last")) or ""
-        if not (logged and str(complete[-1].get("started", "")) > before):
+        stored = previous["computed"].get("pieces") or {}
+        before, started = stored.get("last") or "", str(complete[-1].get("started", "")) if logged else ""
+        # the same run, whose pieces the log here holds at least all of: its account counted afresh
+        # (the stored one may predate a correction of the counting); else the stored account
+        same_run = logged and started == before and pieces.account(log, profile, mine)["pieces"] >= stored.get("pieces", 0)
+        if not (logged and started > before) and not same_run:
             return previous["computed"]
-        # the same code computed again since the account was written (another checkout's run,
+        # or the same code computed again since the account was written (another checkout's run,
         # its cache brought here): the cache holds that run's numbers, so its account is theirs
     if logged:
         run = pieces.account(log, profile, mine)

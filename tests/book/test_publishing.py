@@ -339,6 +339,14 @@ def test_a_runs_pieces_under_proven_equivalent_code_are_counted_in_its_account(t
     assert got["pieces"]["first"] == day.isoformat(timespec="seconds")
     fresh = publishing._computed({**record, "rendered_from_cache": False, "device": "cpu"}, None, path)
     assert fresh["pieces"] == got["pieces"]                          # a record computed in place counts them too
+    # re-rendered over its own earlier record, whose account called them abandoned: counted afresh,
+    # unless that account holds pieces the log here lacks
+    last = (day + timedelta(hours=12)).isoformat(timespec="seconds")
+    stale = {"computed": {"device": "cpu", "compute_time": "11769 s",
+                          "pieces": {"pieces": 2, "abandoned": 2, "last": last}}, "provenance": record["provenance"]}
+    assert publishing._computed(record, stale, path) == got
+    more = {**stale, "computed": {**stale["computed"], "pieces": {"pieces": 9, "abandoned": 0, "last": last}}}
+    assert publishing._computed(record, more, path) == more["computed"]
     registry.unlink()
     unjoined = {**record, "provenance": {"code_hash": "nb", "computed_with": [
         {"code_hash": now[prior], "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
