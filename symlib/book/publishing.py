@@ -283,6 +283,14 @@ def _combined_hashes(record: dict, limit: int = 4096) -> set[str]:
         options.append([first, *sorted(hashes - {first})])
     for combo in itertools.islice(itertools.product(*options), limit):
         out.add(combined_code_hash({**parts, **dict(zip(experiments, combo, strict=True))}))
+    # stages that share one hash move together (one module set): each group at any hash joined to
+    # its own, so that a piece of code older for every stage is found among a few combinations
+    groups: dict[str, list[str]] = {}
+    for e in experiments:
+        groups.setdefault(parts.get(e, stage_code_hash(e)), []).append(e)
+    names = list(groups)
+    for combo in itertools.islice(itertools.product(*(sorted(joined(groups[h][0], h)) for h in names)), limit):
+        out.add(combined_code_hash({**parts, **{e: c for h, c in zip(names, combo, strict=True) for e in groups[h]}}))
     return out
 
 

@@ -483,3 +483,33 @@ def test_a_run_made_from_uncommitted_code_is_not_published(tmp_path, monkeypatch
         else:
             records.main(["publish", "--tier", "full", "01_ortho_skip"])
             assert published.load("01_ortho_skip", tmp_path / "published" / "full")["provenance"]["commit"] == commit
+
+
+def test_pieces_of_code_older_for_every_stage_are_found_when_the_stages_move_together(tmp_path, monkeypatch):
+    """Chapter 4's stages share one module set, so one edit moves every stage's hash: a piece
+    run before a proven-equivalent edit recorded the compute code hash of every stage at its older
+    hash. With several hashes joined per stage, the stage-by-stage combinations exceed their
+    limit before reaching it; the stages that share a hash are ranged together, and it is found."""
+    from symlib.book import equivalence
+    from symlib.book.provenance import combined_code_hash
+
+    registry = tmp_path / "code_equivalences.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    chapter = "04_constrained_models"
+    experiments = stage_experiments(chapter)
+    now = {e: stage_code_hash(e) for e in experiments}
+    assert len(set(now.values())) == 1 and len(experiments) >= 8      # one module set, one hash
+    equivalence.add([(e, h * 16, now[e]) for e in experiments for h in "abcd"], "test: proven")
+    record = {"chapter": chapter, "profile": "full", "rendered_from_cache": True,
+              "provenance": {"code_hash": "nb", "computed_with": [{"code_hash": now[experiments[0]],
+                                                                   "stages": experiments}]}}
+    path = tmp_path / "results" / f"{chapter}.json"
+    day = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
+    older = combined_code_hash(dict.fromkeys(experiments, "c" * 16))
+    for hours, seconds, outcome, code in ((0, 3000.0, "budget", older),
+                                          (8, 6424.0, "complete", compute_code_hash(chapter))):
+        pieces.log_piece(chapter, profile="full", device="cpu", seconds=seconds, outcome=outcome,
+                         directory=tmp_path / "results", code_hash=code, started=day + timedelta(hours=hours))
+    assert 5 ** len(experiments) > 4096                               # beyond the stage-by-stage combinations
+    got = publishing._computed(record, None, path)
+    assert got["pieces"]["pieces"] == 2 and got["pieces"]["abandoned"] == 0 and got["compute_time"] == "9424 s"
