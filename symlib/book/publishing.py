@@ -194,34 +194,33 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     Raises:
         ValueError: a re-rendered run with no earlier published record to take the account from.
     """
+    mine = _stage_hashes(record) | _combined_hashes(record)   # what its pieces may have recorded
     if not record.get("rendered_from_cache"):
         prov = record.get("provenance") or {}
         torch_version = (record.get("versions") or {}).get("torch")
         computed = {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
                     "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
                     "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
-        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER),
-                             _stage_hashes(record) | _combined_hashes(record))
+        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER), mine)
         if run is not None:
             computed["pieces"] = run
         return computed
-    mine = _stage_hashes(record) | _combined_hashes(record)
     profile = record.get("profile", TIER)
     log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
     logged = bool(complete) and complete[-1].get("code_hash") in mine
+    run = pieces.account(log, profile, mine) if logged else None
     if (previous or {}).get("computed") and _same_stage_code(record, previous):
         stored = previous["computed"].get("pieces") or {}
         before, started = stored.get("last") or "", str(complete[-1].get("started", "")) if logged else ""
         # the same run, whose pieces the log here holds at least all of: its account counted afresh
         # (the stored one may predate a correction of the counting); else the stored account
-        same_run = logged and started == before and pieces.account(log, profile, mine)["pieces"] >= stored.get("pieces", 0)
+        same_run = logged and started == before and run["pieces"] >= stored.get("pieces", 0)
         if not (logged and started > before) and not same_run:
             return previous["computed"]
         # or the same code computed again since the account was written (another checkout's run,
         # its cache brought here): the cache holds that run's numbers, so its account is theirs
     if logged:
-        run = pieces.account(log, profile, mine)
         return {"device": complete[-1].get("device"), "commit": complete[-1].get("commit"),
                 "code_hash": (record.get("provenance") or {}).get("code_hash"),
                 "compute_time": f"{run['seconds']:.0f} s", "pieces": run}

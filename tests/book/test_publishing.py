@@ -277,22 +277,36 @@ def test_a_rerender_finds_pieces_that_hashed_its_uncached_stages_under_older_cod
     assert publishing._computed(record, None, path)["compute_time"] == "900 s"
 
 
-def test_a_rerender_of_a_run_whose_entries_span_proven_equivalent_code_takes_its_own_pieces(tmp_path, monkeypatch):
-    """A run in pieces computed one cached stage under older stage code and finished under this
-    checkout's, the two joined by the registry: its record names the older hash for that stage
-    while its complete piece recorded this checkout's compute code hash. The re-render takes
-    that run's account, not the replaced record's (of an earlier run of equivalent code); without
-    the join the older entry is other code, and the replaced record's account is refused too."""
+def _private_registry(tmp_path, monkeypatch):
+    """The registry of equivalences, empty, in ``tmp_path`` for this test: (the module, its file)."""
     from symlib.book import equivalence
 
     registry = tmp_path / "code_equivalences.json"
     monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    return equivalence, registry
+
+
+def _chapter4_prior_older():
+    """A re-rendered chapter 4 record whose ``prior`` entry names an older stage hash ("a" * 16) and
+    whose other entries this checkout's: (chapter, this checkout's stage hashes, the prior stage,
+    the other cached stages, the record)."""
     chapter = "04_constrained_models"
     now = {e: stage_code_hash(e) for e in stage_experiments(chapter)}
     prior, rest = f"{chapter}-prior", [f"{chapter}-{s}" for s in ("boston_fits", "robust_synth", "synth")]
     record = {"chapter": chapter, "profile": "full", "rendered_from_cache": True,
               "provenance": {"code_hash": "nb", "computed_with": [
                   {"code_hash": "a" * 16, "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
+    return chapter, now, prior, rest, record
+
+
+def test_a_rerender_of_a_run_whose_entries_span_proven_equivalent_code_takes_its_own_pieces(tmp_path, monkeypatch):
+    """A run in pieces computed one cached stage under older stage code and finished under this
+    checkout's, the two joined by the registry: its record names the older hash for that stage
+    while its complete piece recorded this checkout's compute code hash. The re-render takes
+    that run's account, not the replaced record's (of an earlier run of equivalent code); without
+    the join the older entry is other code, and the replaced record's account is refused too."""
+    equivalence, _ = _private_registry(tmp_path, monkeypatch)
+    chapter, now, prior, rest, record = _chapter4_prior_older()
     previous = {"computed": {"device": "cpu", "compute_time": "10130 s",
                              "pieces": {"pieces": 2, "last": "2026-11-29T19:23:56+00:00"}},
                 "provenance": {"computed_with": [{"code_hash": "b" * 16, "stages": [prior, *rest]}]}}
@@ -314,17 +328,10 @@ def test_a_runs_pieces_under_proven_equivalent_code_are_counted_in_its_account(t
     """The pieces that computed a run's older entry, under stage code the registry joins to this
     checkout's, recorded another compute code hash than its complete piece: they are part of the
     run (its record keeps what they computed), not abandoned; without the join they are."""
-    from symlib.book import equivalence
     from symlib.book.provenance import combined_code_hash
 
-    registry = tmp_path / "code_equivalences.json"
-    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
-    chapter = "04_constrained_models"
-    now = {e: stage_code_hash(e) for e in stage_experiments(chapter)}
-    prior, rest = f"{chapter}-prior", [f"{chapter}-{s}" for s in ("boston_fits", "robust_synth", "synth")]
-    record = {"chapter": chapter, "profile": "full", "rendered_from_cache": True,
-              "provenance": {"code_hash": "nb", "computed_with": [
-                  {"code_hash": "a" * 16, "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
+    equivalence, registry = _private_registry(tmp_path, monkeypatch)
+    chapter, now, prior, rest, record = _chapter4_prior_older()
     path = tmp_path / "results" / f"{chapter}.json"
     day = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
     older = combined_code_hash({**now, prior: "a" * 16})
@@ -490,11 +497,9 @@ def test_pieces_of_code_older_for_every_stage_are_found_when_the_stages_move_tog
     run before a proven-equivalent edit recorded the compute code hash of every stage at its older
     hash. With several hashes joined per stage, the stage-by-stage combinations exceed their
     limit before reaching it; the stages that share a hash are ranged together, and it is found."""
-    from symlib.book import equivalence
     from symlib.book.provenance import combined_code_hash
 
-    registry = tmp_path / "code_equivalences.json"
-    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    equivalence, _ = _private_registry(tmp_path, monkeypatch)
     chapter = "04_constrained_models"
     experiments = stage_experiments(chapter)
     now = {e: stage_code_hash(e) for e in experiments}
