@@ -30,7 +30,8 @@ HTML = ROOT / "_build" / "html"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
-# Evaluated in the page once MathJax (if the page loads it) has finished typesetting.
+# Evaluated in the page once it has loaded whole and MathJax (if the page loads it) has finished
+# typesetting.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
 const [WHITE_FACTOR, FIG_TEXT_PX, MIN_TEXT_PX, MAX_DUMP_LINES] = [3, %(fig_text_px).2f, %(min_text_px)d, 5];
@@ -148,10 +149,19 @@ const finish = () => {
     ...layoutProbe(),
   });
 };
-if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
-  window.MathJax.startup.promise.then(finish, finish);
+const start = () => {
+  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
+    window.MathJax.startup.promise.then(finish, finish);
+  } else {
+    setTimeout(finish, 200);
+  }
+};
+// ChromeDriver's get() now and then returns while the page is still being parsed (the tail of a
+// long page not yet in the DOM, its anchors "dead"): the probe waits for the whole document.
+if (document.readyState === 'complete') {
+  start();
 } else {
-  setTimeout(finish, 200);
+  window.addEventListener('load', start, {once: true});
 }
 """
 
@@ -260,6 +270,11 @@ def serve(directory: Path):
 def check_page(driver, url: str) -> tuple[dict, list[str]]:
     driver.get_log("browser")  # drop earlier pages' messages
     driver.get(url)
+    return probe(driver)
+
+
+def probe(driver) -> tuple[dict, list[str]]:
+    """The report and failures of the page open in ``driver`` (:data:`PAGE_PROBE`)."""
     report = driver.execute_async_script(PAGE_PROBE)
     return report, problems(report, driver.get_log("browser"))
 
@@ -316,6 +331,40 @@ def test_every_page_renders(browser):
     chapter0 = reports["executed/00_symmetries.html"]
     assert chapter0["nImages"] >= 1 and chapter0["mathNodes"] >= 3, chapter0
 
+
+
+LATE_TAIL = """<!doctype html><html><head><title>late</title></head><body><article>
+<p>See <a href="#late">the end</a>.</p></article></body></html>"""
+
+STILL_LOADING = """
+Object.defineProperty(document, 'readyState', {get: () => 'loading', configurable: true});
+setTimeout(() => {
+  const end = document.createElement('span');
+  end.id = 'late';
+  document.querySelector('article').appendChild(end);
+  delete document.readyState;
+  window.dispatchEvent(new Event('load'));
+}, 1000);
+"""
+"""Puts a loaded page back into the state ChromeDriver's get() sometimes returns in: still being
+parsed, its last anchor not yet in the DOM; a second later the tail "arrives" and the page loads."""
+
+
+def test_the_probe_waits_for_a_page_still_loading(browser, tmp_path):
+    """Regression (a CI failure): the probe read a long page before its tail was parsed and called
+    the tail's anchors dead. Started on a page still loading, it waits for the load, and sees the
+    anchor; the control, probed before the tail arrives, would have reported it."""
+    (tmp_path / "late.html").write_text(LATE_TAIL)
+    server = serve(tmp_path)
+    try:
+        check_page(browser, f"http://127.0.0.1:{server.server_address[1]}/late.html")
+        browser.execute_script(STILL_LOADING)
+        early = browser.execute_script("return [document.readyState, Boolean(document.getElementById('late'))]")
+        report, issues = probe(browser)
+    finally:
+        server.shutdown()
+    assert early == ["loading", False]
+    assert report["unresolved"] == [] and not issues, (report, issues)
 
 
 NEGATIVE_CONTROL = """<!doctype html><html><head><title>broken</title>
