@@ -22,8 +22,11 @@ Git keeps every version of a carried file, so what is carried is kept small. A f
 window also folds the copies of one draw that a checkpoint holds: chapter 5's 29.8 MB HMC
 checkpoint, mostly float64 running sums of float32 draws, shrinks to 13.5 MB, where git's zlib
 leaves 26.0 MB; ``tools/longruns/carry_size.py``) and
-decompressed by ``load``; one whose content is already carried is not written again. ``--limit
-MIB`` leaves out every file whose stored size is larger than that, named in the report: with
+decompressed by ``load``; one whose content is already carried is not written again. ``save``
+leaves out every file whose stored size is over :data:`DEFAULT_LIMIT_MIB` (``--limit MIB`` sets
+another bound, ``--no-limit`` none) and names it, in the report and on stderr: a file git would
+keep in every version, such as chapter 6's digits gold-standard checkpoint late in its sampling
+(about 113 MB stored), stays on this machine, and a run elsewhere computes its stage again. With
 ``tools/longruns/gpu_piece.sh keep``'s default a GPU run's whole state goes to ``carry/`` (chapter 1's
 checkpoints are under 1 MiB, chapter 2b's training chunks about 0.15 MB each, chapter 5's HMC
 checkpoint about 14 MB stored with one chain), so that it survives a replaced machine once committed.
@@ -32,6 +35,7 @@ Command line::
 
     python -m tools.longruns.carry save 04_constrained_models      # cache -> carry/
     python -m tools.longruns.carry save --limit 2 01_ortho_skip    # files over 2 MiB stay behind
+    python -m tools.longruns.carry save --no-limit 06_synthesis    # carry every file, however large
     python -m tools.longruns.carry load 04_constrained_models      # carry/ -> cache
     python -m tools.longruns.carry list                            # what carry/ holds
     python -m tools.longruns.carry load 04_constrained_models --from 842e0fc   # carry/ as a commit held it
@@ -70,7 +74,7 @@ from symlib.chapters import CHAPTERS
 from tools.longruns.checkpoint_names import bridged
 from tools.longruns.checkpoint_names import live as live_checkpoints
 
-__all__ = ["COMPRESS_OVER", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
+__all__ = ["COMPRESS_OVER", "DEFAULT_LIMIT_MIB", "Entry", "at_revision", "checkpoints", "entries", "load", "main", "packed", "save"]
 
 COMPRESS_OVER = 1 << 20
 """Files larger than this many bytes are carried xz-compressed (``<name>.xz``)."""
@@ -200,6 +204,12 @@ def _rename_bridged(root: pathlib.Path, chapter: str, renamed: dict[str, str]) -
             path.rename(path.with_name(new + (XZ if path.name.endswith(XZ) else "")))
             n += 1
     return n
+
+
+DEFAULT_LIMIT_MIB = 32
+"""The command line's bound on a carried file's stored size, in MiB (``--limit``; ``--no-limit``
+carries every file): git keeps every committed version of a file, and GitHub refuses files over
+100 MB. The GPU pieces' ``CARRY_LIMIT_MIB`` default is the same."""
 
 
 def _too_large(size: int, limit: float | None) -> bool:
@@ -429,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*", help="chapter names (list: all found)")
     p.add_argument("--dir", type=pathlib.Path, default=None, help="the carry folder (default: carry/ in the checkout)")
     p.add_argument("--limit", type=float, default=None, metavar="MIB",
-                   help="save: leave out every file whose stored (compressed) size is larger than this "
-                        "many MiB (default: no limit)")
+                   help=f"save: leave out (and name) every file whose stored size is over this many MiB "
+                        f"(default: {DEFAULT_LIMIT_MIB})")
+    p.add_argument("--no-limit", action="store_true", help="save: carry every file, however large")
     p.add_argument("--live", action="append", default=[], metavar="CHECKPOINT",
                    help="save: a checkpoint file name that a recorded run continues, as the machine that ran "
                         "it named it (kept even where this machine would name that run's otherwise)")
@@ -445,6 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_intermixed_args(argv)   # options before or after the chapter names
     if args.limit is not None and (args.action != "save" or args.limit <= 0):
         p.error("--limit is a positive number of MiB, for save only")
+    if args.no_limit and (args.action != "save" or args.limit is not None):
+        p.error("--no-limit is for save only, without --limit")
+    if args.action == "save" and not args.no_limit and args.limit is None:
+        args.limit = DEFAULT_LIMIT_MIB
     if (args.dropped or args.live or args.prune) and args.action != "save":
         p.error("--dropped, --live and --prune are for save only")
     if args.action != "list" and not args.chapters:
@@ -487,6 +502,10 @@ def _act(args, directory: pathlib.Path, shown=None) -> int:
                if args.action == "save"
                else load(chapter, directory))
         print(json.dumps(out))
+        if out.get("too large, left"):
+            print(f"carry: {chapter}: left on this machine, over {args.limit:g} MiB stored: "
+                  f"{'; '.join(out['too large, left'])}. A run elsewhere computes them again; "
+                  "carry them with --no-limit (git keeps every version of a carried file).", file=sys.stderr)
     return 0
 
 
