@@ -153,8 +153,10 @@ def account(entries: list[dict], profile: str, codes: Collection[str] = ()) -> d
 
     Returns:
         ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last",
-        "stopped_at_budget", "failed", "abandoned"}`` (``hosts``: :func:`host` of every piece that
-        recorded one).
+        "stopped_at_budget", "terminated", "failed", "abandoned"}`` (``hosts``: :func:`host` of
+        every piece that recorded one; ``terminated``: pieces killed from outside, their note
+        beginning with :data:`TERMINATED`, logged ``failed`` but no failure of the chapter;
+        ``failed``: the others that failed).
     """
     mine = [e for e in entries if e.get("profile") == profile and e.get("outcome") != "rendered"]
     ends = [i for i, e in enumerate(mine) if e.get("outcome") == "complete"]
@@ -163,8 +165,10 @@ def account(entries: list[dict], profile: str, codes: Collection[str] = ()) -> d
     last = ends[-1]
     first = ends[-2] + 1 if len(ends) > 1 else 0
     run, summary = _summary(mine[first:last + 1], codes)
+    killed = [e.get("outcome") == "failed" and str(e.get("note") or "").startswith(TERMINATED) for e in run]
     return summary | {"stopped_at_budget": sum(e.get("outcome") == "budget" for e in run),
-                      "failed": sum(e.get("outcome") == "failed" for e in run)}
+                      "terminated": sum(killed),
+                      "failed": sum(e.get("outcome") == "failed" for e in run) - sum(killed)}
 
 
 def _summary(since: list[dict], codes: Collection[str] = ()) -> tuple[list[dict], dict]:

@@ -25,6 +25,18 @@ def test_account_counts_the_pieces_of_the_latest_complete_run(tmp_path):
     assert pieces.account(_log(tmp_path / "other", ("paper", 600, "budget")), "paper") is None  # not done yet
 
 
+def test_a_piece_killed_from_outside_is_counted_as_terminated_not_failed(tmp_path):
+    """A piece killed by SIGTERM (a GPU piece's hard timeout, or a person restarting the run) is
+    logged ``failed`` with a note beginning with TERMINATED: the account counts it apart."""
+    for seconds, outcome, note in ((600, "budget", None), (300, "failed", f"{pieces.TERMINATED} after 300 s"),
+                                   (20, "failed", None), (100, "complete", None)):
+        pieces.log_piece("06_synthesis", profile="paper", device="cpu", seconds=seconds, outcome=outcome,
+                         note=note, directory=tmp_path)
+    got = pieces.account(pieces.read("06_synthesis", tmp_path), "paper")
+    assert got["pieces"] == 4 and got["seconds"] == 1020
+    assert (got["stopped_at_budget"], got["terminated"], got["failed"]) == (1, 1, 1)
+
+
 def test_pieces_run_with_other_code_are_not_part_of_the_complete_run(tmp_path):
     """A run abandoned when the chapter's code changed (its cache entries recomputed under the new
     code) is left out of the account, and counted as abandoned; entries with no hash (older
