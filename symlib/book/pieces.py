@@ -108,7 +108,8 @@ def host(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcome: str,
               directory: Path | None = None, started: datetime | None = None,
-              code_hash: str | None = None, note: str | None = None, seed: int | None = None) -> Path:
+              code_hash: str | None = None, note: str | None = None, seed: int | None = None,
+              stage_hashes: dict[str, str] | None = None) -> Path:
     """Append one execution of ``chapter`` to its pieces file (atomically) and return the file.
 
     ``code_hash``: the chapter's compute code hash the execution ran with (recorded when given).
@@ -116,6 +117,9 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
     ... 1335 transitions done"; recorded when given).
     ``seed``: the run seed (recorded when given: which checkpoints the run continues depends on
     it, :mod:`symlib.book.checkpoints`; entries without it ran with seed 0).
+    ``stage_hashes``: ``{stage experiment: stage code hash}`` the execution ran with, of which
+    ``code_hash`` is the digest (recorded when given), so that a published run's account can
+    compare a piece with its record stage by stage (:mod:`symlib.book.publishing`).
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
@@ -134,6 +138,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
         entries[-1]["note"] = str(note)
     if seed is not None:
         entries[-1]["seed"] = int(seed)
+    if stage_hashes:
+        entries[-1]["stage_hashes"] = dict(sorted(stage_hashes.items()))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     with os.fdopen(fd, "w") as f:

@@ -194,19 +194,20 @@ def _computed(record: dict, previous: dict | None, path: Path) -> dict:
     Raises:
         ValueError: a re-rendered run with no earlier published record to take the account from.
     """
-    mine = _stage_hashes(record) | _combined_hashes(record)   # what its pieces may have recorded
+    log = pieces.read(record["chapter"], path.parent)
+    # what its pieces may have recorded
+    mine = _stage_hashes(record) | _combined_hashes(record) | _pieces_of_equivalent_code(log, record)
     if not record.get("rendered_from_cache"):
         prov = record.get("provenance") or {}
         torch_version = (record.get("versions") or {}).get("torch")
         computed = {"device": f"{record.get('device')}" + (f" (torch {torch_version})" if torch_version else ""),
                     "commit": prov.get("commit"), "code_hash": prov.get("code_hash"),
                     "compute_time": f"{record.get('wall_time_s', 0):.0f} s"}
-        run = pieces.account(pieces.read(record["chapter"], path.parent), record.get("profile", TIER), mine)
+        run = pieces.account(log, record.get("profile", TIER), mine)
         if run is not None:
             computed["pieces"] = run
         return computed
     profile = record.get("profile", TIER)
-    log = pieces.read(record["chapter"], path.parent)
     complete = [e for e in log if e.get("profile") == profile and e.get("outcome") == "complete"]
     logged = bool(complete) and complete[-1].get("code_hash") in mine
     run = pieces.account(log, profile, mine) if logged else None
@@ -252,6 +253,27 @@ def _same_stage_code(record: dict, previous: dict) -> bool:
     if not a or a.keys() != b.keys():
         return _stage_hashes(record) == _stage_hashes(previous)
     return all(equivalent(stage, a[stage], b[stage]) for stage in a)
+
+
+def _pieces_of_equivalent_code(log: list[dict], record: dict) -> set[str]:
+    """The compute code hashes of the pieces in ``log`` that recorded their stages' code hashes
+    (``stage_hashes``, :func:`symlib.book.pieces.log_piece`) and ran code that computes
+    ``record``'s numbers: every stage at the record's hash for it, or one the registry of
+    equivalences joins to it (a stage the record names no entry of, as it caches nothing: this
+    checkout's). Pieces logged before stage hashes were recorded are matched by
+    :func:`_combined_hashes`."""
+    parts, chapter = _stage_code(record), record.get("chapter")
+    if not parts or not isinstance(chapter, str):
+        return set()
+    experiments = set(stage_experiments(chapter))
+    out = set()
+    for e in log:
+        stages = e.get("stage_hashes")
+        if not isinstance(stages, dict) or set(stages) != experiments or not e.get("code_hash"):
+            continue
+        if all(equivalent(s, h, parts.get(s) or stage_code_hash(s)) for s, h in stages.items()):
+            out.add(e["code_hash"])
+    return out
 
 
 def _combined_hashes(record: dict, limit: int = 4096) -> set[str]:

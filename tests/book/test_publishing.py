@@ -10,6 +10,7 @@ import pytest
 
 from symlib.book import pieces, published, publishing, records
 from symlib.book.provenance import (
+    combined_code_hash,
     compute_code_hash,
     profile_hash,
     stage_code_hash,
@@ -359,6 +360,29 @@ def test_a_runs_pieces_under_proven_equivalent_code_are_counted_in_its_account(t
         {"code_hash": now[prior], "stages": [prior]}, {"code_hash": now[rest[0]], "stages": rest}]}}
     alone = publishing._computed(unjoined, None, path)
     assert alone["pieces"]["pieces"] == 2 and alone["pieces"]["abandoned"] == 2
+
+
+def test_pieces_that_logged_their_stage_hashes_are_matched_stage_by_stage(tmp_path, monkeypatch):
+    """A piece that recorded each stage's code hash is part of the run when every stage's is the
+    record's or joined to it by the registry, whatever its combined hash (here no combination
+    :func:`publishing._combined_hashes` tries covers it); one stage of other code, and it is
+    abandoned."""
+    equivalence, _ = _private_registry(tmp_path, monkeypatch)
+    chapter, now, prior, rest, record = _chapter4_prior_older()
+    monkeypatch.setattr(publishing, "_combined_hashes", lambda record, limit=4096: set())
+    path = tmp_path / "results" / f"{chapter}.json"
+    day = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)
+    older, other = {**now, prior: "b" * 16}, {**now, rest[0]: "e" * 16}
+    for hours, seconds, outcome, stages in ((0, 3000.0, "budget", older), (1, 200.0, "failed", other),
+                                            (4, 2000.0, "complete", now)):
+        pieces.log_piece(chapter, profile="full", device="cpu", seconds=seconds, outcome=outcome,
+                         directory=tmp_path / "results", code_hash=combined_code_hash(stages),
+                         started=day + timedelta(hours=hours), stage_hashes=stages)
+    alone = publishing._computed({**record, "rendered_from_cache": False, "device": "cpu"}, None, path)
+    assert alone["pieces"]["pieces"] == 1 and alone["pieces"]["abandoned"] == 2
+    equivalence.add([(prior, h * 16, now[prior]) for h in "ab"], "test: proven")
+    got = publishing._computed({**record, "rendered_from_cache": False, "device": "cpu"}, None, path)
+    assert got["pieces"]["pieces"] == 2 and got["pieces"]["abandoned"] == 1 and got["pieces"]["seconds"] == 5000.0
 
 
 def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatch, capsys):
