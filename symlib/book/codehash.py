@@ -65,6 +65,7 @@ __all__ = [
     "provenance",
     "role",
     "stage_code_hash",
+    "stage_code_hashes",
     "stage_experiments",
     "stale_code_groups",
     "tree_text",
@@ -301,12 +302,19 @@ def stage_code_hash(experiment: str, *, scheme: int = HASH_SCHEME) -> str:
 def compute_code_hash(chapter: str, *, scheme: int = HASH_SCHEME) -> str:
     """One hash of the code behind all of ``chapter``'s stages: its :func:`stage_code_hash` when
     none declares its own code (:data:`STAGE_CODE_ATTRIBUTE`), else a digest of every stage
-    experiment's. What the pieces of a run record: a piece continues the earlier ones (their
-    cached entries and checkpoints) exactly when this is unchanged."""
+    experiment's (:func:`stage_code_hashes`). What the pieces of a run record: a piece continues
+    the earlier ones (their cached entries and checkpoints) exactly when this is unchanged."""
+    parts = stage_code_hashes(chapter, scheme=scheme)
+    return stage_code_hash(chapter, scheme=scheme) if parts is None else combined_code_hash(parts)
+
+
+def stage_code_hashes(chapter: str, *, scheme: int = HASH_SCHEME) -> dict[str, str] | None:
+    """``{stage experiment: stage_code_hash}`` of ``chapter``, which :func:`compute_code_hash`
+    digests; None when no stage declares its own code (the chapter then has one hash)."""
     experiments = stage_experiments(chapter) if scheme >= 2 else []
     if all(declared_stage_code(e) is None for e in experiments):
-        return stage_code_hash(chapter, scheme=scheme)
-    return combined_code_hash({e: stage_code_hash(e, scheme=scheme) for e in experiments})
+        return None
+    return {e: stage_code_hash(e, scheme=scheme) for e in experiments}
 
 
 def stage_experiments(chapter: str) -> list[str]:

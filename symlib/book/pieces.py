@@ -118,7 +118,8 @@ def log_piece(chapter: str, *, profile: str, device: str, seconds: float, outcom
     ``seed``: the run seed (recorded when given: which checkpoints the run continues depends on
     it, :mod:`symlib.book.checkpoints`; entries without it ran with seed 0).
     ``stage_hashes``: ``{stage experiment: stage code hash}`` the execution ran with, of which
-    ``code_hash`` is the digest (recorded when given), so that a published run's account can
+    ``code_hash`` is the digest (recorded when given: a chapter whose stages declare their code,
+    :func:`symlib.book.codehash.stage_code_hashes`), so that a published run's account can
     compare a piece with its record stage by stage (:mod:`symlib.book.publishing`).
 
     Raises:

@@ -89,7 +89,7 @@ from symlib.book.cache import (
 )
 from symlib.book.paths import EXECUTED_VARIABLE, project_root_or_cwd
 from symlib.book.pieces import log_piece
-from symlib.book.provenance import compute_code_hash, stage_code_hash, stage_experiments
+from symlib.book.provenance import compute_code_hash, stage_code_hashes
 from symlib.book.publishing import glue_key
 from symlib.book.results import STAGING_VAR, check_writable, results_dir
 from symlib.book.runtime import PIECE_START_ENV, budget_from_env, resolve_device
@@ -500,7 +500,7 @@ def _log_piece(name: str, profile: str, seed: int, device: str, start: float, st
 
     log_piece(name, profile=profile, device=_device_name(device), seconds=time.perf_counter() - start,
               outcome=outcome, started=started, code_hash=compute_code_hash(name), note=note,
-              seed=seed, stage_hashes={e: stage_code_hash(e) for e in stage_experiments(name)})
+              seed=seed, stage_hashes=stage_code_hashes(name))
 
 
 def _placeholder(name: str, folder: Path) -> None:

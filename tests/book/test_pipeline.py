@@ -220,13 +220,17 @@ def test_sigterm_exits_cleanly_and_leaves_no_temp_folder(sandbox, monkeypatch):
 
 def test_a_piece_records_each_stages_code_hash_whose_digest_is_its_code_hash(tmp_path, monkeypatch):
     """So that a published run's account can match a piece to its record stage by stage."""
-    from symlib.book.provenance import combined_code_hash, stage_experiments
+    from symlib.book.provenance import combined_code_hash, compute_code_hash, stage_experiments
 
     monkeypatch.setenv("SYMLIB_RESULTS", str(tmp_path))
     pipeline._log_piece("06_synthesis", "paper", 0, "cpu", time.perf_counter(), None, "budget")
     [piece] = pieces.read("06_synthesis", tmp_path)
     assert sorted(piece["stage_hashes"]) == stage_experiments("06_synthesis")
     assert combined_code_hash(piece["stage_hashes"]) == piece["code_hash"]
+    # chapter 0's stages declare no code of their own: its code hash digests no stage hashes
+    pipeline._log_piece("00_symmetries", "full", 0, "cpu", time.perf_counter(), None, "budget")
+    [piece] = pieces.read("00_symmetries", tmp_path)
+    assert "stage_hashes" not in piece and piece["code_hash"] == compute_code_hash("00_symmetries")
 
 
 def test_a_broken_pieces_file_fails_before_any_chapter_runs(sandbox, monkeypatch, capsys):
