@@ -589,8 +589,9 @@ class Chapter:
         return runtime.start(self.name, self.profiles, profile=profile, seed=seed, device=device)
 
     def glance(self, run):
-        """The box that opens the chapter's page: each claim's two verdicts in the published
-        `full` run (:func:`symlib.book.cards.glance`), linked to its card in the ledger."""
+        """The box that opens the chapter's page: each claim's two verdicts in the published run
+        in front (``paper`` where published, else ``full``: :func:`symlib.book.cards.glance`),
+        linked to its card in the ledger."""
 
         record, stale = tables.published_tier(self.name, run.config)
         line = tables.provenance_line(record, stale) if record is not None else ""
