@@ -95,7 +95,7 @@ import myst_nb
 from IPython.display import HTML, Markdown, display
 
 from symlib.book import cards, parallel, runtime, tables
-from symlib.book.cache import CacheMiss, cached, device_key
+from symlib.book.cache import cached, device_key
 from symlib.book.results import (
     SAME,
     Cause,
@@ -576,23 +576,13 @@ class Chapter:
         return RunResults(out, config=config, seed=seed, device=device)
 
     def _fan_out(self, stage: Stage, ctx: StageContext, *, refresh: bool) -> dict:
-        """A fan-out stage: one cached task per item, through :func:`symlib.book.parallel.fan_out`.
-
-        The items the cache serves are read here first and only the others are fanned out: a
-        resumed stage with one item left runs it in this process, so that an item which fans out
-        in turn (a sweep setting that retrains a fan-out stage) gets the workers itself instead of
-        running nested, one at a time, inside one of them.
-        """
+        """A fan-out stage: one cached task per item, through :func:`symlib.book.parallel.fan_out`."""
         items = list(stage.items(ctx.config))
         if len(set(items)) != len(items):
             raise ValueError(f"{self.name}: stage {stage.name!r} lists an item twice: {items!r}")
-        served = {} if refresh or not stage.cache else {
-            item: value for item in items for hit, value in [_served_item(ctx, item)] if hit}
-        todo = [item for item in items if item not in served]
-        values = parallel.fan_out(_stage_item, [(ctx, item, refresh) for item in todo], threads=None,
-                                  progress=len(todo) > 1, desc=f"{self.name}: {stage.name}")
-        computed = dict(zip(todo, values, strict=True))
-        return {item: served[item] if item in served else computed[item] for item in items}
+        values = parallel.fan_out(_stage_item, [(ctx, item, refresh) for item in items], threads=None,
+                         progress=len(items) > 1, desc=f"{self.name}: {stage.name}")
+        return dict(zip(items, values, strict=True))
 
     def start(self, *, profile: str, seed: int, device: str):
         """:func:`symlib.book.runtime.start` for this chapter: the notebook's validated run."""
@@ -783,25 +773,6 @@ class Chapter:
         for quote in self.quotes:
             value = quote.value(results)
             myst_nb.glue(quote.name, value if isinstance(value, str) else float(value), display=False)
-
-
-class _NotCached(Exception):
-    """The look-up of :func:`_served_item` found no entry it may serve."""
-
-
-def _not_cached():
-    raise _NotCached
-
-
-def _served_item(ctx: StageContext, item: Any) -> tuple[bool, Any]:
-    """``(True, value)`` where the cache serves ``item`` of a cached fan-out stage (as
-    :func:`_stage_item` would), else ``(False, None)``; computes nothing."""
-    stage = ctx.stage
-    key = stage.key(ctx.config, ctx.run_seed, ctx.device, item=item)
-    try:
-        return True, cached(stage.experiment_name(ctx.chapter), stage.version, key, _not_cached)
-    except (_NotCached, CacheMiss):
-        return False, None
 
 
 def _stage_item(ctx: StageContext, item: Any, refresh: bool):

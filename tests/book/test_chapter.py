@@ -191,30 +191,6 @@ def test_a_fan_out_stage_runs_in_joblib_workers(tmp_path, monkeypatch):
     assert chapter.run_stages(P(a=4), seed=0)["fan"] == {1: 5, 2: 8, 3: 13}  # the view pickles
 
 
-def _pid_of_item(ctx, item):
-    """A fan-out stage's compute that says which process computed it."""
-    import os
-
-    return (item, os.getpid())
-
-
-def test_a_resumed_fan_out_stage_fans_out_only_the_items_it_lacks(tmp_path, monkeypatch):
-    import os
-
-    monkeypatch.setenv("SYMLIB_CACHE", str(tmp_path))
-    monkeypatch.setenv("SYMLIB_JOBS", "2")
-    chapter = _chapter(Stage("fan", _pid_of_item, fields=("a",), items=lambda config: [1, 2, 3]))
-    first = chapter.run_stages(P(), seed=0)["fan"]
-    assert all(pid != os.getpid() for _, pid in first.values())  # three items: in workers
-    key = cache.config_key("98_test-fan", "1", {"seed": 0, "a": 1, "item": 2})
-    (tmp_path / "98_test-fan" / f"{key}.pt").unlink()
-    again = chapter.run_stages(P(), seed=0)["fan"]
-    assert list(again) == [1, 2, 3]
-    assert again[1] == first[1] and again[3] == first[3]  # served, not computed again
-    assert again[2] == (2, os.getpid())  # the lone missing item ran here, not nested in a worker
-    assert chapter.run_stages(P(), seed=0)["fan"] == again  # nothing left to fan out
-
-
 def test_key_data_adds_declared_parts_and_cannot_clash():
     stage = Stage("s", print, fields=("a",), key_data=lambda config: {"files": f"sha-{config.a}"})
     assert stage.key(P(a=3), 1) == {"seed": 1, "a": 3, "files": "sha-3"}
