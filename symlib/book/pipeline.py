@@ -825,8 +825,9 @@ def items_done(chapter, config, *, seed: int, device) -> str:
     """How far each fan-out stage of ``chapter`` got: ``"<stage>: k of n items cached"`` for every
     stage with items, the entries counted as the cache would serve them (this code, these data),
     computing none; ``"no fan-out stage"`` where the chapter has none (``"no fan-out stage has
-    items in this profile"`` where its profile gives them none). Shown in a stopped piece's
-    note, so that a run in pieces says how far it got."""
+    items in this profile"`` where its profile gives them none). Items a sweep setting reruns
+    through the cache count too (:func:`_swept_items_done`). Shown in a stopped piece's note, so
+    that a run in pieces says how far it got."""
     def missing():
         raise _Missing
 
@@ -848,7 +849,47 @@ def items_done(chapter, config, *, seed: int, device) -> str:
             except _Missing:
                 pass
         parts.append(f"{stage.name}: {done} of {len(items)} items cached")
+        parts += _swept_items_done(chapter, stage, config, seed=seed, device=device)
     return ", ".join(parts) or ("no fan-out stage" if not fan_outs else "no fan-out stage has items in this profile")
+
+
+def _swept_items_done(chapter, stage, config, *, seed: int, device) -> list[str]:
+    """How far a sweep got inside ``stage``: a sweep setting (an item ``(field, value)`` of another
+    fan-out stage, ``robustness``) whose field ``stage`` reads may rerun ``stage``'s items through
+    the cache under the changed field (chapter 2a's OptuNet settings retrain their chunks), so that
+    a piece stopped inside that one setting still kept its finished items. One part per such
+    setting with at least one item cached: ``"<stage> at <field>=<value>: k of n items cached"``.
+    A setting none of whose items is cached yet is not named (a sweep may compute it otherwise);
+    it counts among the sweep stage's items not cached."""
+    def missing():
+        raise _Missing
+
+    parts = []
+    view = stage.view(config, chapter.name)
+    for other in chapter.stages:
+        if other is stage or other.items is None or not other.cache:
+            continue
+        for setting in other.items(other.view(config, chapter.name)):
+            if not (isinstance(setting, tuple) and len(setting) == 2 and isinstance(setting[0], str)
+                    and setting[0] in stage.fields):
+                continue
+            field, value = setting
+            try:
+                changed = view.replace(**{field: value})
+                items = list(stage.items(changed))
+            except (AttributeError, TypeError, ValueError):  # a value this stage cannot take alone
+                continue
+            done = 0
+            for item in items:
+                try:
+                    cached(stage.experiment_name(chapter.name), stage.version,
+                           stage.key(changed, seed, device, item=item), missing)
+                    done += 1
+                except _Missing:
+                    pass
+            if done:
+                parts.append(f"{stage.name} at {field}={value!r}: {done} of {len(items)} items cached")
+    return parts
 
 
 def without_stages(chapter, skip) -> object:

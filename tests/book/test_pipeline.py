@@ -907,6 +907,45 @@ def test_compute_stops_a_fan_out_stage_at_its_budget_keeping_the_items_it_finish
     assert pipeline.items_done(single, P(), seed=0, device="cpu") == "no fan-out stage"
 
 
+def _sweep_item(ctx, item):
+    """An item of the made-up sweep stage below (module level, as fan-out items must be)."""
+    return item
+
+
+def test_items_done_counts_the_items_a_sweep_setting_reruns_through_the_cache(sandbox, monkeypatch):
+    """A sweep setting whose field a fan-out stage reads (chapter 2a's OptuNet momentum retrains
+    the ten chunks) keeps each rerun item in the cache: a piece stopped inside that one setting
+    says how many it kept, so two such pieces are not taken for a stall. A setting with none
+    cached yet, or whose field the stage does not read, is not named."""
+    from dataclasses import dataclass
+
+    from symlib.book import cache, provenance
+    from symlib.book.chapter import Chapter, Stage
+
+    @dataclass(frozen=True)
+    class P:
+        n: int = 3
+        scale: float = 1.0
+        other: int = 0
+        robustness: tuple = (("scale", 2.0), ("scale", 3.0), ("other", 1))
+
+    work = Stage("work", _slow_item, fields=("n", "scale"), items=lambda c: list(range(c.n)))
+    sweep = Stage("robustness", _sweep_item, fields=("n", "scale", "other", "robustness"),
+                  items=lambda c: list(c.robustness))
+    chapter = Chapter(name="98_test", paper="none", profiles={"smoke": P()}, claims=lambda r: [], stages=(work, sweep))
+    monkeypatch.setattr(provenance, "declared", lambda name: chapter if name == "98_test" else None)
+    assert pipeline.items_done(chapter, P(), seed=0, device="cpu") == \
+        "work: 0 of 3 items cached, robustness: 0 of 3 items cached"
+    changed = work.view(P(), "98_test").replace(scale=2.0)
+    for item in (0, 2):
+        cache.cached("98_test-work", work.version, work.key(changed, 0, "cpu", item=item), lambda item=item: item)
+    cache.cached("98_test-work", work.version, work.key(P(), 0, "cpu", item=1), lambda: 1)
+    assert pipeline.items_done(chapter, P(), seed=0, device="cpu") == \
+        "work: 1 of 3 items cached, work at scale=2.0: 2 of 3 items cached, robustness: 0 of 3 items cached"
+    assert pipeline.items_done(chapter, P(), seed=1, device="cpu") == \
+        "work: 0 of 3 items cached, robustness: 0 of 3 items cached", "another seed's entries are not this run's"
+
+
 def test_an_interrupted_execute_names_a_real_chapters_items_cached(sandbox):
     """``execute``'s interrupted pieces count the chapter's fan-out items cached (chapter 4's Stan
     fits, none yet in an empty cache); a notebook with no chapter package says only that they are kept."""
