@@ -828,9 +828,6 @@ def items_done(chapter, config, *, seed: int, device) -> str:
     items in this profile"`` where its profile gives them none). Items a sweep setting reruns
     through the cache count too (:func:`_swept_items_done`). Shown in a stopped piece's note, so
     that a run in pieces says how far it got."""
-    def missing():
-        raise _Missing
-
     parts, fan_outs = [], 0
     for stage in chapter.stages:
         if stage.items is None or not stage.cache:
@@ -840,14 +837,7 @@ def items_done(chapter, config, *, seed: int, device) -> str:
         items = list(stage.items(view))
         if not items:  # a stage this profile leaves empty (chapter 4's robustness fits outside `paper`)
             continue
-        done = 0
-        for item in items:
-            try:
-                cached(stage.experiment_name(chapter.name), stage.version, stage.key(view, seed, device, item=item),
-                       missing)
-                done += 1
-            except _Missing:
-                pass
+        done = _cached_items(chapter, stage, view, items, seed=seed, device=device)
         parts.append(f"{stage.name}: {done} of {len(items)} items cached")
         parts += _swept_items_done(chapter, stage, config, seed=seed, device=device)
     return ", ".join(parts) or ("no fan-out stage" if not fan_outs else "no fan-out stage has items in this profile")
@@ -861,9 +851,6 @@ def _swept_items_done(chapter, stage, config, *, seed: int, device) -> list[str]
     setting with at least one item cached: ``"<stage> at <field>=<value>: k of n items cached"``.
     A setting none of whose items is cached yet is not named (a sweep may compute it otherwise);
     it counts among the sweep stage's items not cached."""
-    def missing():
-        raise _Missing
-
     parts = []
     view = stage.view(config, chapter.name)
     for other in chapter.stages:
@@ -879,17 +866,26 @@ def _swept_items_done(chapter, stage, config, *, seed: int, device) -> list[str]
                 items = list(stage.items(changed))
             except (AttributeError, TypeError, ValueError):  # a value this stage cannot take alone
                 continue
-            done = 0
-            for item in items:
-                try:
-                    cached(stage.experiment_name(chapter.name), stage.version,
-                           stage.key(changed, seed, device, item=item), missing)
-                    done += 1
-                except _Missing:
-                    pass
-            if done:
+            if done := _cached_items(chapter, stage, changed, items, seed=seed, device=device):
                 parts.append(f"{stage.name} at {field}={value!r}: {done} of {len(items)} items cached")
     return parts
+
+
+def _cached_items(chapter, stage, view, items, *, seed: int, device) -> int:
+    """How many of ``stage``'s ``items`` under ``view`` the cache would serve (this code, these
+    data), computing none."""
+    def missing():
+        raise _Missing
+
+    done = 0
+    for item in items:
+        try:
+            cached(stage.experiment_name(chapter.name), stage.version, stage.key(view, seed, device, item=item),
+                   missing)
+            done += 1
+        except _Missing:
+            pass
+    return done
 
 
 def without_stages(chapter, skip) -> object:
