@@ -298,14 +298,16 @@ def _chains_line(record: dict) -> str:
 def progress_summary(chapter: str, tier: str = "paper") -> str | None:
     """A one-line account of ``chapter``'s ``tier`` run in progress (pieces, minutes of compute,
     devices, how far the latest piece got, and each sampler's length, R-hat and ESS so far where
-    :func:`chains_path` records them), or None when none is recorded or it completed."""
+    :func:`chains_path` records them), or of one whose last piece completed it but that is not yet
+    published (:func:`_unpublished_line`), or None when none is recorded or it was published."""
     path = progress_path(chapter, tier)
     lost = _lost_line(chapter, tier)
-    run = in_progress(json.loads(path.read_text()), tier) if path.is_file() else None
+    entries = json.loads(path.read_text()) if path.is_file() else []
+    run = in_progress(entries, tier)
     if run is None:
         if lost and not path.is_file():   # nothing runs now: the next piece starts the run again
             return f"not running: {lost}; the next piece starts the run again"
-        return None
+        return _unpublished_line(chapter, tier, entries)
     line = f"in progress: {_run_compute(run)} ({_run_dates(run)}), commit {(run['commit'] or '?')[:12]}"
     if run["note"]:
         line += f"; latest: {run['note'].split('; run again')[0]}"
@@ -315,6 +317,21 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         line += (" — from an older version of the code: its checkpoints are not continued, the next piece "
                  "starts the run again")
     return line + (f"; before it, {lost}" if lost else "")
+
+
+def _unpublished_line(chapter: str, tier: str, entries: list[dict]) -> str | None:
+    """``"computed, not yet published: ..."`` where the progress file's ``entries`` hold a complete
+    ``tier`` run (:func:`symlib.book.pieces.account`) later than the published record's, else None:
+    its numbers are in a cache or a carried folder and wait to be rendered and published."""
+    done = pieces.account(entries, tier)
+    if done is None:
+        return None
+    record = load(chapter, tier=tier)
+    shown = ((record or {}).get("computed") or {}).get("pieces") or {}
+    if shown.get("last") and str(shown["last"]) >= str(done["last"]):
+        return None
+    return (f"computed, not yet published: {_run_compute(done)} ({_run_dates(done)}); its cache is rendered "
+            f"and published with `execute --cached-only`, then `make publish CHAPTER={chapter} TIER={tier}`")
 
 
 def _restarts(run: dict, chapter: str) -> str | None:

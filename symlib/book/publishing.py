@@ -92,7 +92,20 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     figures = dest / chapter
     shutil.rmtree(figures, ignore_errors=True)
     record["figures"], record["figure_names"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
-    return _write(dest / f"{chapter}.json", record)
+    out = _write(dest / f"{chapter}.json", record)
+    _drop_finished_progress(chapter, tier, dest / "progress")
+    return out
+
+
+def _drop_finished_progress(chapter: str, tier: str, folder: Path) -> None:
+    """Remove ``chapter``'s progress file (and its samplers' file) from ``folder`` once the run it
+    accounts for is no longer in progress (its last piece completed it): the record just published
+    now speaks for that run. A run still in progress (a re-render published while a new run goes
+    on) keeps its file."""
+    path = folder / f"{chapter}.json"
+    if path.is_file() and pieces.in_progress(json.loads(path.read_text()), tier) is None:
+        path.unlink()
+        (folder / f"{chapter}.chains.json").unlink(missing_ok=True)
 
 
 def _write(out: Path, record: dict) -> Path:

@@ -433,8 +433,45 @@ def test_a_paper_run_in_progress_is_recorded_and_summarised(tmp_path, monkeypatc
                      directory=results, code_hash="h")
     records.main(["progress", "05_rebasin_hmc", str(src)])
     assert capsys.readouterr().err == ""
-    assert published.progress_summary("05_rebasin_hmc") is None     # complete: the published record speaks
+    # complete, not yet published: the page says so and how to publish it, not nothing
+    done = published.progress_summary("05_rebasin_hmc")
+    assert done.startswith("computed, not yet published: 1 piece, 1 minute") and done.endswith(
+        "`make publish CHAPTER=05_rebasin_hmc TIER=paper`")
     assert published.load("05_rebasin_hmc", tier="paper") is None   # a progress file is not a record
+
+
+def test_publishing_a_completed_run_retires_its_progress_file(tmp_path, monkeypatch):
+    """A run computed in pieces is listed as "computed, not yet published" until its record is
+    published; publishing it removes the progress file (and its samplers' file), which would
+    otherwise need deleting by hand; a run still in progress keeps its file."""
+    from symlib.book import pieces
+
+    monkeypatch.setattr(published, "project_root_or_cwd", lambda: tmp_path)
+    _run(tmp_path, "paper", PROFILES["paper"])
+    results = tmp_path / "results"
+    for hours, outcome in ((0, "budget"), (2, "complete")):
+        pieces.log_piece("01_ortho_skip", profile="paper", device="cpu", seconds=3600.0, outcome=outcome,
+                         directory=results, started=datetime(2026, 12, 7, 4 + hours, tzinfo=UTC))
+    src = pieces.pieces_path("01_ortho_skip", results)
+    publishing.record_progress("01_ortho_skip", src)
+    published.chains_path("01_ortho_skip").write_text("[]")
+    line = published.progress_summary("01_ortho_skip")
+    assert line.startswith("computed, not yet published: 2 pieces, 120 minutes")
+    assert "(2026-12-07)" in line
+    publishing.publish("01_ortho_skip", tier="paper", source=results, executed=tmp_path / "executed")
+    assert not published.progress_path("01_ortho_skip").exists()
+    assert not published.chains_path("01_ortho_skip").exists()
+    assert published.progress_summary("01_ortho_skip") is None
+    # a stale progress file of that same run, put back: the published record already speaks for it
+    publishing.record_progress("01_ortho_skip", src)
+    assert published.progress_summary("01_ortho_skip") is None
+    # a new run in progress beside a re-render of the published one keeps its file
+    pieces.log_piece("01_ortho_skip", profile="paper", device="cpu", seconds=600.0, outcome="budget",
+                     directory=results, started=datetime(2026, 12, 8, tzinfo=UTC))
+    publishing.record_progress("01_ortho_skip", src)
+    publishing.publish("01_ortho_skip", tier="paper", source=results, executed=tmp_path / "executed")
+    assert published.progress_path("01_ortho_skip").is_file()
+    assert published.progress_summary("01_ortho_skip").startswith("in progress: 1 piece, 10 minutes")
 
 
 def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, monkeypatch):
@@ -478,11 +515,12 @@ def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, 
     assert line.startswith("in progress: 1 piece, 5 minutes of device compute") and line.endswith(f"; before it, {lost_clause}")
     publishing.record_lost("05_rebasin_hmc", "lost again")
     assert published.progress_summary("05_rebasin_hmc").startswith("not running: the state of 2 earlier runs was lost")
-    # once a run completes, its published record speaks
+    # once a run completes, it waits to be published (and then its published record speaks)
     pieces.log_piece("05_rebasin_hmc", profile="paper", device="cuda (NVIDIA H200)", seconds=60, outcome="complete",
                      directory=results, code_hash=code)
     publishing.record_progress("05_rebasin_hmc", src)
-    assert published.progress_summary("05_rebasin_hmc") is None
+    assert published.progress_summary("05_rebasin_hmc").startswith(
+        "computed, not yet published: 2 pieces, 6 minutes of device compute on cuda (NVIDIA H200) (2026-12-02 to ")
     with pytest.raises(SystemExit, match="no `paper` run"):
         records.main(["lost", "05_rebasin_hmc", "--why", "x"])
 
