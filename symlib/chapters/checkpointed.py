@@ -11,6 +11,7 @@ from pathlib import Path
 from symlib.chapters.ortho_skip import checkpoints as ortho_skip
 from symlib.chapters.posterior_mmd import checkpoints as posterior_mmd
 from symlib.chapters.rebasin_hmc import checkpoints as rebasin_hmc
+from symlib.chapters.sgm_vi import checkpoints as sgm_vi
 from symlib.chapters.synthesis import checkpoints as synthesis
 
 __all__ = ["CHECKPOINTED"]
@@ -18,6 +19,7 @@ __all__ = ["CHECKPOINTED"]
 CHECKPOINTED: dict[str, Callable[[Callable], Iterable[Path]]] = {
     "01_ortho_skip": ortho_skip.checkpoints,
     "02b_posterior_mmd": posterior_mmd.checkpoints,
+    "03_sgm_vi": sgm_vi.checkpoints,
     "05_rebasin_hmc": rebasin_hmc.checkpoints,
     "06_synthesis": synthesis.checkpoints,
 }

@@ -1,5 +1,6 @@
 """Reverse-KL Gaussian fits to a two-component mixture, against 1-D quadrature."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -106,3 +107,62 @@ def test_axis_aligned_u_decouples_the_other_coordinates():
     diag = mi.fit_reverse_kl(a, s, dim=3, n_samples=2000, n_steps=400, lr=3e-2, generator=gen,
                              u=mi.direction(3, kind="diagonal"))
     assert torch.allclose(diag.mean[0], torch.full((3,), 1.0 / math.sqrt(3)), atol=0.1)
+
+
+def _fit(seed=5, **kw):
+    a = torch.tensor([[0.5, 2.0, 4.0], [1.0, 3.0, 6.0]])
+    s = torch.tensor([[0.5], [1.0]])
+    return mi.fit_reverse_kl(a, s, dim=3, n_samples=64, n_steps=40, lr=1e-2,
+                             generator=torch.Generator().manual_seed(seed), u=mi.direction(3, kind="diagonal"), **kw)
+
+
+def test_a_fit_stopped_at_its_budget_continues_to_the_uninterrupted_numbers_bit_for_bit():
+    """Stopped after every step (budget 0) and continued from the state it kept, each time with a
+    fresh generator seeded as the first, a fit ends exactly where an uninterrupted one does."""
+    from symlib.inference.loop import BudgetExhausted
+
+    whole = _fit()
+    kept, pieces = [], 0
+    while True:
+        try:
+            got = _fit(state=kept[-1] if kept else None, save=kept.append, budget_s=0.0)
+            break
+        except BudgetExhausted as stop:
+            pieces += 1
+            assert "of 40 steps" in str(stop)
+    assert pieces == 39 and kept[-1]["step"] == 40   # one step per piece; the finished state kept too
+    for field in mi.ReverseKLFit._fields:
+        assert torch.equal(getattr(got, field), getattr(whole, field)), field
+    # a finished state gives the finished fit again, with no step taken
+    again = _fit(state=kept[-1], save=kept.append)
+    assert torch.equal(again.kl, whole.kl) and torch.equal(again.mean, whole.mean)
+    # keeping state moves no number of an uninterrupted fit; another seed does
+    assert torch.equal(_fit(save=lambda _: None).mean, whole.mean)
+    assert not torch.equal(_fit(seed=6).mean, whole.mean)
+
+
+def test_the_figure_3_experiment_resumes_from_its_checkpoint_and_refuses_another_runs(tmp_path):
+    """interpolation_experiment keeps every dimension's fit in one checkpoint: stopped inside its
+    second dimension and run again, its result equals an uninterrupted run's; a checkpoint of other
+    settings is refused, naming them."""
+    from symlib.chapters.sgm_vi.profiles import PROFILES
+    from symlib.chapters.sgm_vi.stages_geometry import interpolation_experiment
+    from symlib.inference.loop import BudgetExhausted
+
+    config = PROFILES["smoke"]
+    whole = interpolation_experiment(config, 0)
+    path = tmp_path / "interp.pt"
+    stops = 0
+    while True:
+        try:
+            got = interpolation_experiment(config, 0, checkpoint=path, budget_s=0.0)
+            break
+        except BudgetExhausted as stop:
+            stops += 1
+            assert str(stop).startswith("Figure 3's fits at D = ")
+    assert stops == 2 * (config.interp_steps - 1)   # one step per call, each dimension's last step finishes
+    for dim in config.interp_dims:
+        for key, value in whole[dim].items():
+            assert np.array_equal(got[dim][key], value, equal_nan=True), (dim, key)
+    with pytest.raises(ValueError, match="interp_steps"):
+        interpolation_experiment(dataclasses.replace(config, interp_steps=config.interp_steps + 1), 0, checkpoint=path)

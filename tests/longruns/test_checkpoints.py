@@ -16,7 +16,7 @@ from symlib.inference.hmc_resumable import BudgetExhausted
 from tools.longruns import carry
 from tools.longruns import checkpoint_names as checkpoints
 
-CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "02b_posterior_mmd": ("samples",),
+CHECKPOINTING_STAGES = {"01_ortho_skip": ("main", "robustness"), "02b_posterior_mmd": ("samples",), "03_sgm_vi": ("interp",),
                         "05_rebasin_hmc": ("bayes", "robust"), "06_synthesis": ("gold",)}
 """Each chapter's stages that checkpoint inside a fit (read from their code, independently of
 :data:`symlib.chapters.checkpointed.CHECKPOINTED`)."""

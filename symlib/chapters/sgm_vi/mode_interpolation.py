@@ -16,17 +16,25 @@ segment from 0 to ``a u``, so the *interpolation ratio* ``|mu*| / a`` measures m
 off a grid of ``a``.
 
 Every function is batched over independent problems (leading axes of ``a`` and ``s``), so a
-whole figure is one optimisation.
+whole figure is one optimisation. :func:`fit_reverse_kl` runs in the loop of
+:mod:`symlib.inference.loop`: given ``save`` it hands its state (step, ``mu``, ``log sigma``, Adam's
+state, the generator's state, the loss so far) out at most every ``every_s`` seconds and, at
+``budget_s``, a last time before it raises :class:`~symlib.inference.loop.BudgetExhausted`; called
+again with that state it continues to the numbers of an uninterrupted fit, bit for bit.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from symlib.inference import loop
 
 __all__ = [
     "DIRECTIONS",
@@ -116,6 +124,10 @@ def fit_reverse_kl(
     generator: torch.Generator,
     u: Tensor | None = None,
     init_sd: Tensor | float = 1.0,
+    state: dict | None = None,
+    save: Callable[[dict], None] | None = None,
+    every_s: float = 120.0,
+    budget_s: float | None = None,
 ) -> ReverseKLFit:
     """Minimise ``KL(N(mu, diag sigma^2) || p_a)`` from ``mu = 0, sigma = init_sd`` with Adam.
 
@@ -128,6 +140,16 @@ def fit_reverse_kl(
         generator: the only source of randomness; the fit runs on its device.
         u: unit direction of the second component; default :func:`direction` (``u = e_1``).
         init_sd: the starting sd of ``q``, broadcastable to ``P`` (default 1: ``q = N(0, I)``).
+        state: a state ``save`` was given by an earlier call with the same arguments and a
+            generator seeded as then: the fit continues from it (the generator takes the
+            state's).
+        save: ``save(state)`` keeps the fit's state (a dict of CPU tensors) at most every
+            ``every_s`` seconds, when ``budget_s`` is spent, and once more after the last step.
+            None: no state is kept and there is no budget.
+        every_s, budget_s: see :func:`symlib.inference.loop.run` (``budget_s`` None: no limit).
+
+    Raises:
+        BudgetExhausted: ``budget_s`` was spent first; ``save`` has the state to continue from.
     """
     device = generator.device
     a = torch.as_tensor(a, dtype=torch.float32).to(device)
@@ -138,13 +160,36 @@ def fit_reverse_kl(
     log_sd = torch.log(start)[..., None].expand(a.shape + (dim,)).clone().requires_grad_(True)
     opt = torch.optim.Adam([mean, log_sd], lr=lr)
     history = torch.empty(n_steps, device=device)
-    for step in range(n_steps):
+    done = 0
+    if state is not None:
+        with torch.no_grad():
+            mean.copy_(state["mean"])
+            log_sd.copy_(state["log_sd"])
+            history[:state["step"]] = state["history"].to(device)
+        opt.load_state_dict(state["opt"])
+        generator.set_state(state["generator"])
+        done = state["step"]
+
+    def step(k: int) -> int:
         eps = torch.randn(a.shape + (n_samples, dim), generator=generator, device=device)
         loss = reverse_kl(mean, log_sd, eps, a, u, s).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        history[step] = loss.detach() / max(a.numel(), 1)
+        history[k] = loss.detach() / max(a.numel(), 1)
+        return k + 1
+
+    def keep(k: int, _seconds: float = 0.0) -> None:
+        save({"step": k, "mean": mean.detach().cpu().clone(), "log_sd": log_sd.detach().cpu().clone(),
+              "opt": copy.deepcopy(opt.state_dict()), "generator": generator.get_state(), "history": history[:k].cpu().clone()})
+
+    piece = loop.run(done, step, done=lambda k: k, total=n_steps, save=keep if save is not None else None,
+                     every_s=every_s, budget_s=budget_s if save is not None else None)
+    if piece.stopped:
+        raise loop.BudgetExhausted(f"reverse-KL fit stopped at its time budget after {piece.state:,} of "
+                                   f"{n_steps:,} steps; run again to continue from its checkpoint")
+    if save is not None and done < n_steps:
+        keep(n_steps)   # finished: a caller that stops later need not fit this again
     with torch.no_grad():
         eps = torch.randn(a.shape + (n_samples, dim), generator=generator, device=device)
         kl = reverse_kl(mean, log_sd, eps, a, u, s)

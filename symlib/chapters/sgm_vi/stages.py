@@ -14,6 +14,12 @@ and ``robustness``, a fan-out stage that reruns one experiment per setting of th
 ``robustness`` (choices the paper left open), each variant cached on its own; the sweeps
 (:mod:`~symlib.chapters.sgm_vi.sweeps`) judge the claims again on them.
 
+Figure 3's fits (``interp``, and the ``robustness`` settings that refit them) keep their state in
+a checkpoint (:func:`interp_checkpoint`) at most every two minutes: a run stopped at its deadline
+(``ctx.deadline``, from ``$SYMLIB_BUDGET_S``) or killed continues from it to the numbers of an
+uninterrupted run, so the `paper` profile's fits (about an hour and a half on one core) may go in
+pieces. The other experiments are minutes each and start again.
+
 Every stage runs with the profile's torch ``threads`` and declares the run seed as its
 ``legacy_seed``: its generators come from :func:`symlib.chapters.sgm_vi.rng.generator`, one
 SeedSequence per (seed, stream, width), exactly as before the chapter contract, so the stages'
@@ -22,15 +28,19 @@ shared legacy seed aliases no draws (their streams differ by their entropy).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from symlib.book.chapter import Stage
+from symlib.book.checkpoints import stage_checkpoint
 from symlib.book.runtime import torch_threads
 from symlib.chapters.sgm_vi.rng import run_seed
 from symlib.chapters.sgm_vi.stages_geometry import interpolation_experiment, proximity_experiment
 from symlib.chapters.sgm_vi.stages_mnist import cost_experiment, mnist_experiment, mnist_source
 from symlib.chapters.sgm_vi.stages_toy import toy_experiment
 from symlib.data import data_fingerprint
+from symlib.inference.loop import seconds_left
 
-__all__ = ["PART_FIELDS", "STAGES", "STAGE_CODE", "VERSION", "part_of", "robustness_items"]
+__all__ = ["PART_FIELDS", "STAGES", "STAGE_CODE", "VERSION", "interp_checkpoint", "part_of", "robustness_items"]
 
 VERSION = "3"  # 2: SGM ratios through the cost rule's path; 3: objective curves kept for the plateau check
 """The experiments' version, carried over from before the chapter contract."""
@@ -62,11 +72,17 @@ def part_of(field: str) -> str:
     raise ValueError(f"no experiment of chapter 3 reads {field!r}; fields by experiment: {PART_FIELDS}")
 
 
-def _experiment(part: str, config, seed: int, device):
-    """Experiment ``part`` on ``config`` (a stage's view of the profile), with its torch threads."""
+def _experiment(part: str, config, seed: int, device, checkpoint: Path | None = None, deadline: float | None = None):
+    """Experiment ``part`` on ``config`` (a stage's view of the profile), with its torch threads;
+    Figure 3's fits keep their state in ``checkpoint`` and stop at ``deadline`` (seconds since the
+    epoch), the other experiments ignore both."""
     with torch_threads(config.threads):
         if part == "interp":
-            return interpolation_experiment(config, seed, device=device)
+            out = interpolation_experiment(config, seed, device=device, checkpoint=checkpoint,
+                                           budget_s=seconds_left(deadline))
+            if checkpoint is not None:
+                checkpoint.unlink(missing_ok=True)   # the stage's result is what is cached
+            return out
         if part == "prox":  # a handful of assignment problems: on the CPU
             return proximity_experiment(config, seed)
         if part == "toy":
@@ -82,7 +98,15 @@ def _mnist_files(config) -> dict:
     return data_fingerprint(mnist_source(config))
 
 
+def interp_checkpoint(ctx, run: str = "interp") -> Path:
+    """Where Figure 3's fits of stage ``ctx`` (``interp``, or a ``robustness`` setting ``run`` =
+    ``"field=value"``) keep their state: :func:`symlib.book.checkpoints.stage_checkpoint`."""
+    return stage_checkpoint(ctx, run)
+
+
 def _part_stage(part: str):
+    if part == "interp":
+        return lambda ctx: _experiment(part, ctx.config, ctx.seed, ctx.device, interp_checkpoint(ctx), ctx.deadline)
     return lambda ctx: _experiment(part, ctx.config, ctx.seed, ctx.device)
 
 
@@ -102,7 +126,9 @@ def robustness_items(config) -> list[tuple[str, object]]:
 def robustness_variant(ctx, item: tuple[str, object]):
     """One variant of the sweep: the experiment ``item``'s field belongs to, with that field changed."""
     field, value = item
-    return _experiment(part_of(field), ctx.config.replace(**{field: value}), ctx.seed, ctx.device)
+    part = part_of(field)
+    checkpoint = interp_checkpoint(ctx, f"{field}={value}") if part == "interp" else None
+    return _experiment(part, ctx.config.replace(**{field: value}), ctx.seed, ctx.device, checkpoint, ctx.deadline)
 
 
 _SWEPT = tuple(f for part in ("interp", "prox", "toy", "mnist") for f in PART_FIELDS[part])

@@ -16,6 +16,9 @@ every ``s`` as in the authors' notebook, or the first component ``N(0, s^2 I)``)
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
@@ -23,12 +26,19 @@ import torch
 from symlib.chapters.sgm_vi import mode_interpolation as mi
 from symlib.chapters.sgm_vi import mode_proximity as mp
 from symlib.chapters.sgm_vi.rng import generator
+from symlib.inference import loop
 from symlib.nn.mlp import MLPSpec, init_mlp
 
 __all__ = ["interpolation_experiment", "proximity_experiment", "proximity_table", "threshold_table", "with_band"]
 
 
-def interpolation_experiment(profile, seed: int, *, device: torch.device | str = "cpu") -> dict:
+CHECKPOINT_FORMAT = "sgm_vi-interp-1"
+"""The layout of :func:`interpolation_experiment`'s checkpoint: ``{"format", "settings", "fits"}``,
+``fits`` mapping each dimension ``D`` to its fit's latest state (:func:`~.mode_interpolation.fit_reverse_kl`'s ``save``)."""
+
+
+def interpolation_experiment(profile, seed: int, *, device: torch.device | str = "cpu",
+                             checkpoint: str | Path | None = None, budget_s: float | None = None) -> dict:
     """Reverse-KL fits on the grid ``a / s in (0, 10]`` for every ``s`` and ``D`` (one batch per D),
     on ``device`` (draws from a generator there).
 
@@ -36,19 +46,47 @@ def interpolation_experiment(profile, seed: int, *, device: torch.device | str =
         profile: the chapter's profile (or a stage's view of it): the ``interp_*`` fields.
         seed: the run seed.
         device: where the fits run.
+        checkpoint: where the fits keep their states (every fit's, finished ones included, in one
+            file written whole); if it exists they continue from it, to the numbers of an
+            uninterrupted run. None: nothing is kept and there is no budget.
+        budget_s: seconds this call may run before it stops with its checkpoint written.
+
+    Raises:
+        BudgetExhausted: ``budget_s`` was spent; the checkpoint holds where each fit got.
+        ValueError: the checkpoint was written by a run with other settings.
     """
     grid = np.linspace(0.0, 10.0, profile.interp_n_a + 1)[1:]
     sds = np.asarray(profile.interp_sds, dtype=float)
     out = {"a_over_sd": grid, "sds": sds, "dims": list(profile.interp_dims), "band": profile.interp_band,
            "direction": profile.interp_direction, "init": profile.interp_init}
+    settings = {"seed": seed, "device": torch.device(device).type,
+                **{f: getattr(profile, f) for f in ("interp_n_a", "interp_samples", "interp_steps", "interp_dims",
+                                                    "interp_sds", "interp_lr", "interp_direction", "interp_init")}}
+    states = {}
+    if checkpoint is not None and Path(checkpoint).is_file():
+        states = loop.read_checkpoint(checkpoint, format=CHECKPOINT_FORMAT, settings=settings,
+                                      what="Figure 3 fit")["fits"]
+    start = time.perf_counter()
+
+    def keep(dim):
+        def save(state: dict) -> None:
+            states[dim] = state
+            loop.write_checkpoint(checkpoint, {"format": CHECKPOINT_FORMAT, "settings": settings, "fits": states})
+        return save
+
     for dim in profile.interp_dims:
         a = torch.tensor(sds[:, None] * grid[None, :], dtype=torch.float32)     # (n_sd, n_a)
         s = torch.tensor(sds[:, None], dtype=torch.float32)
         u = mi.direction(dim, kind=profile.interp_direction)
-        fit = mi.fit_reverse_kl(a, s, dim=dim, n_samples=profile.interp_samples,
-                                n_steps=profile.interp_steps, lr=profile.interp_lr,
-                                generator=generator(seed, "interp", dim, device=device), u=u,
-                                init_sd=_start_sd(profile.interp_init, s))
+        left = None if budget_s is None else max(budget_s - (time.perf_counter() - start), 1e-9)
+        try:
+            fit = mi.fit_reverse_kl(a, s, dim=dim, n_samples=profile.interp_samples,
+                                    n_steps=profile.interp_steps, lr=profile.interp_lr,
+                                    generator=generator(seed, "interp", dim, device=device), u=u,
+                                    init_sd=_start_sd(profile.interp_init, s), state=states.get(dim),
+                                    save=keep(dim) if checkpoint is not None else None, budget_s=left)
+        except loop.BudgetExhausted as stop:
+            raise loop.BudgetExhausted(f"Figure 3's fits at D = {dim}: {stop}") from None
         along = fit.mean @ u                                        # signed position along u
         sd_along = torch.sqrt((fit.sd.square() * u.square()).sum(-1))  # sd of q projected on u
         thresholds = [mi.mode_seeking_threshold(grid, r, band=profile.interp_band)
