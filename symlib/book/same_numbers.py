@@ -12,6 +12,14 @@ entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), s
 entries, carried state and published runs computed under the old code stay current. A difference is
 printed and nothing is registered.
 
+With ``--render`` it also renders the chapter from each side's cache (``pipeline execute
+--cached-only``) and compares the two results files: every claim, table and ledger, value by value,
+the provenance (which names the code) aside, and aside too every value in which two renders of the
+new code from the same cache differ (the stages not cached, such as chapter 3's timings of this
+machine: named in the evidence). Only when the renders agree too is the chapter's code hash with
+its notebook (``<chapter>#render``) registered, so that a published record of the old code, whose
+numbers the proof shows the new code renders the same, stays current rather than reading stale.
+
 It proves what the profiles exercise: the `smoke` and `quick` profiles run every stage of the
 chapter on small sizes; a change that moves numbers only at another profile's sizes (a branch
 on a size) would pass here, so keep to moves, renames and edits of code that computes nothing.
@@ -37,6 +45,7 @@ import numpy as np
 import torch
 
 from symlib.book import cache, equivalence
+from symlib.book.codehash import RENDER_SUFFIX
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.provenance import chapter_of
 from symlib.chapters import CHAPTERS
@@ -144,6 +153,33 @@ def first_difference(a, b, where: str = "") -> str | None:
     return f"{where or 'the value'}: {shown(a)} against {shown(b)}"
 
 
+RENDER_ASIDE = ("provenance",)
+"""Top-level keys of a results file that name the code and commit that rendered it, not what the
+run found: left out when two renders are compared."""
+
+
+def leaf_differences(a, b, where: str = "") -> list[str]:
+    """Every path (``['tables']['cost'][3][1]``) at which two JSON values differ: a leaf, or a
+    container whose keys or length differ (NaN equal to NaN)."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [d for k in a for d in leaf_differences(a[k], b[k], f"{where}[{k!r}]")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in leaf_differences(x, y, f"{where}[{i}]")]
+    same = type(a) is type(b) and (a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
+    return [] if same else [where or "the value"]
+
+
+def compare_renders(old: Path, new: Path, again: Path) -> tuple[list[str], list[str]]:
+    """``(differences, set aside)`` between results files ``old`` and ``new`` (the same chapter
+    rendered by each code from its own cache), :data:`RENDER_ASIDE` left out: ``set aside`` are
+    the paths at which ``new`` and ``again`` (the new code rendered twice from one cache) differ
+    too, which no code reproduces, and are not counted as differences."""
+    a, b, c = ({k: v for k, v in json.loads(Path(f).read_text()).items() if k not in RENDER_ASIDE}
+               for f in (old, new, again))
+    unsteady = leaf_differences(b, c)
+    return [d for d in leaf_differences(a, b) if d not in set(unsteady)], unsteady
+
+
 def _entries(root: Path, chapter: str) -> dict[tuple[str, str], Path]:
     return {(p.parent.name, p.stem): p for p in sorted(root.glob("*/*.pt"))
             if p.parent.name != "checkpoints" and chapter_of(p.parent.name) == chapter}
@@ -196,10 +232,25 @@ def _stage_hashes(tree: Path, chapter: str, env: dict) -> dict[str, str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _render_hash(tree: Path, chapter: str, env: dict) -> str:
+    """The chapter's code hash with its notebook in ``tree`` (what a results file's provenance
+    records), computed by that tree's own code."""
+    code = ("import json\nfrom symlib.book import provenance\n"
+            f"package = provenance.package_of_chapter({chapter!r})\n"
+            f"print(json.dumps(provenance.code_hash(package, {str(tree / 'notebooks' / (chapter + '.md'))!r})))")
+    out = _run(tree, ["-c", code], env)
+    if out.returncode:
+        raise RuntimeError(f"render code hash in {tree}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILES, seed: int = 0,
-          register: bool = True) -> dict:
+          register: bool = True, render: bool = False) -> dict:
     """Compute ``chapter``'s stages under both commits in ``profiles`` and compare every entry;
-    register the stage hashes as equivalent where all are identical. Returns what was compared."""
+    register the stage hashes as equivalent where all are identical. With ``render``, also render
+    the chapter from each side's cache (the new side twice) and compare the results files
+    (:func:`compare_renders`); where they agree, register the chapter's ``#render`` hash too.
+    Returns what was compared."""
     _TIMINGS_SEEN.clear()
     with tempfile.TemporaryDirectory(prefix="symlib-same-") as tmp:
         tmp = Path(tmp)
@@ -207,7 +258,7 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
         env = {k: v for k, v in os.environ.items() if not k.startswith("SYMLIB_")}
         if "SYMLIB_DATA" in os.environ:
             env["SYMLIB_DATA"] = os.environ["SYMLIB_DATA"]
-        n, diffs = 0, []
+        n, diffs, aside = 0, [], {}
         for profile in profiles:
             for side in ("old", "new"):
                 side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
@@ -222,16 +273,43 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
             count, found, _ = compare_caches(tmp / f"cache-old-{profile}", tmp / f"cache-new-{profile}", chapter)
             n += count
             diffs += [f"{profile}: {d}" for d in found]
+            if render:
+                for side, name in (("old", "old"), ("new", "new"), ("new", "again")):
+                    side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
+                                "SYMLIB_RESULTS": str(tmp / f"rendered-{name}-{profile}"),
+                                "SYMLIB_EXECUTED": str(tmp / f"executed-{name}-{profile}"),
+                                "XDG_CACHE_HOME": str(tmp / f"xdg-{side}")}
+                    print(f"[symlib] {chapter}: rendering the {profile} run under the {side} code"
+                          f"{' again' if name == 'again' else ''} ...", flush=True)
+                    out = _run(tmp / side, ["-m", "symlib.book.pipeline", "execute", "--cached-only", "--profile",
+                                            profile, "--seed", str(seed), "--device", "cpu", chapter], side_env)
+                    if out.returncode:
+                        raise RuntimeError(f"rendering {chapter} {profile} under the {side} code failed:\n"
+                                           f"{out.stderr[-3000:]}")
+                found, unsteady = compare_renders(*(tmp / f"rendered-{name}-{profile}" / f"{chapter}.json"
+                                                    for name in ("old", "new", "again")))
+                diffs += [f"{profile} render: {d}" for d in found]
+                aside[profile] = unsteady
         old_hashes, new_hashes = _stage_hashes(tmp / "old", chapter, env), _stage_hashes(tmp / "new", chapter, env)
+        if render:
+            old_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "old", chapter, env)
+            new_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "new", chapter, env)
     result = {"chapter": chapter, "from": old_commit, "to": new_commit, "profiles": list(profiles),
               "entries compared": n, "timings set aside": sorted(_TIMINGS_SEEN), "differences": diffs,
               "registered": []}
+    if render:
+        result["rendered values set aside"] = {p: len(v) for p, v in aside.items()}
     if diffs or n == 0 or not register:
         return result
     evidence = (f"{chapter}: every stage computed under the code of {old_commit[:12]} and of {new_commit[:12]} in "
                 f"profiles {', '.join(profiles)} (seed {seed}, CPU, {platform.machine()} Linux, torch {torch.__version__}); "
                 f"all {n} cache entries identical (every tensor, array and number equal; wall-clock timings set "
                 f"aside: {', '.join(sorted(_TIMINGS_SEEN)) or 'none'})")
+    if render:
+        shown = sorted({d for v in aside.values() for d in v})
+        evidence += (f"; the chapter rendered from each side's cache in the same profiles, results files identical "
+                     f"(provenance aside) but for {sum(map(len, aside.values()))} values in which two renders of the "
+                     f"new code differ too ({', '.join(shown[:6]) + (' ...' if len(shown) > 6 else '') or 'none'})")
     pairs = [(x, old_hashes[x], new_hashes[x]) for x in sorted(new_hashes) if x in old_hashes]
     result["registered"] = equivalence.add(pairs, evidence)
     return result
@@ -244,11 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--to", dest="new", default="HEAD", metavar="REV", help="the new code (default HEAD)")
     p.add_argument("--profiles", nargs="+", default=list(PROFILES))
     p.add_argument("--dry-run", action="store_true", help="compare only; register nothing")
+    p.add_argument("--render", action="store_true",
+                   help="also render the chapter under both codes and, where the results agree, register its "
+                        "code hash with its notebook (a published record of the old code stays current)")
     args = p.parse_args(argv)
     if args.chapter not in CHAPTERS:
         p.error(f"unknown chapter {args.chapter!r}; valid chapters: {', '.join(sorted(CHAPTERS))}")
     try:
-        result = prove(args.chapter, args.old, args.new, profiles=tuple(args.profiles), register=not args.dry_run)
+        result = prove(args.chapter, args.old, args.new, profiles=tuple(args.profiles), register=not args.dry_run,
+                       render=args.render)
     except (ValueError, RuntimeError) as err:
         print(f"[symlib] {err}", file=sys.stderr)
         return 1

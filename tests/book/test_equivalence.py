@@ -4,6 +4,7 @@ the registry, its use by the cache and by published staleness, and the exact com
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,8 +128,79 @@ def test_each_side_of_a_proof_compiles_its_stan_programs_in_a_cache_of_its_own(r
     monkeypatch.setattr(same_numbers, "compare_caches", lambda a, b, chapter: (1, [], {}))
     monkeypatch.setenv("XDG_CACHE_HOME", "/the/callers/cache")
     same_numbers.prove("04_constrained_models", "a", "b", profiles=("smoke", "quick"), register=False)
-    computes = [(side, env["XDG_CACHE_HOME"]) for side, env in seen if "SYMLIB_CACHE" in env]
+    computes = [(side, env["XDG_CACHE_HOME"]) for side, env in seen if "SYMLIB_RESULTS" in env]
     assert [side for side, _ in computes] == ["old", "new", "old", "new"]
     xdg = dict(computes)
     assert xdg["old"] != xdg["new"] and "/the/callers/cache" not in xdg.values()
     assert {side: x for side, x in computes[2:]} == xdg       # one build per side, reused across profiles
+
+
+def test_two_renders_are_compared_value_by_value_with_what_no_code_reproduces_set_aside(tmp_path):
+    """The render proof: old and new results files must agree value by value (provenance aside);
+    a value that two renders of the new code also disagree on (a timing of this machine) is set
+    aside and named, any other difference is reported with its path."""
+    base = {"provenance": {"code_hash": "old"}, "wall_time_s": 3.0,
+            "claims": [{"id": "a", "reproduced": True, "ours": 0.5, "nan": float("nan")}],
+            "tables": {"cost": {"rows": [[1, 0.12], [5, 0.31]]}}}
+
+    def write(name, **changes):
+        record = json.loads(json.dumps(base))
+        for path, value in changes.items():
+            *keys, last = path.split("/")
+            node = record
+            for k in keys:
+                node = node[int(k)] if isinstance(node, list) else node[k]
+            node[int(last) if isinstance(node, list) else last] = value
+        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+        return tmp_path / f"{name}.json"
+
+    old = write("old")
+    new = write("new", **{"provenance/code_hash": "new", "wall_time_s": 4.0, "tables/cost/rows/1/1": 0.29})
+    again = write("again", **{"provenance/code_hash": "new", "wall_time_s": 5.0, "tables/cost/rows/1/1": 0.33})
+    diffs, aside = same_numbers.compare_renders(old, new, again)
+    assert diffs == [] and aside == ["['wall_time_s']", "['tables']['cost']['rows'][1][1]"]
+    moved = write("moved", **{"claims/0/reproduced": False, "wall_time_s": 4.5})
+    moved_again = write("moved_again", **{"claims/0/reproduced": False, "wall_time_s": 5.5})
+    diffs, _ = same_numbers.compare_renders(old, moved, moved_again)
+    assert diffs == ["['claims'][0]['reproduced']"]
+    assert same_numbers.leaf_differences([1, 2], [1, 2, 3], "x") == ["x"]
+    assert same_numbers.leaf_differences(1, 1.0) == ["the value"]   # 1 and 1.0 are other JSON
+
+
+@pytest.mark.parametrize("agree", [True, False])
+def test_a_render_proof_registers_the_chapters_render_hash_only_when_the_renders_agree(registry, monkeypatch, agree):
+    """prove(render=True) renders each side from its own cache (the new code twice) and registers
+    ``<chapter>#render`` beside the stage hashes when the results agree; nothing when they do not
+    (the computes and renders are stubbed: only what is compared and registered is checked)."""
+    calls = []
+
+    def fake_export(rev, into):
+        into.mkdir(parents=True)
+        return rev * 40
+
+    def fake_run(tree, args, env):
+        calls.append((tree.name, args[:2]))
+        out = "{}"
+        if args[0] == "-c":
+            out = json.dumps(f"render-{tree.name}") if "code_hash(package" in args[1] else json.dumps(
+                {EXP: f"stage-{tree.name}"})
+        elif args[1] == "symlib.book.pipeline" and args[2] == "execute":
+            results = Path(env["SYMLIB_RESULTS"])
+            results.mkdir(parents=True)
+            moved = agree or "rendered-old" not in str(results)
+            (results / "04_constrained_models.json").write_text(json.dumps({"claims": [{"ok": moved}]}))
+        return type("Done", (), {"returncode": 0, "stdout": out, "stderr": ""})()
+
+    monkeypatch.setattr(same_numbers, "_export", fake_export)
+    monkeypatch.setattr(same_numbers, "_run", fake_run)
+    monkeypatch.setattr(same_numbers, "compare_caches", lambda a, b, chapter: (1, [], {}))
+    result = same_numbers.prove("04_constrained_models", "a", "b", profiles=("smoke",), render=True)
+    renders = [tree for tree, args in calls if args == ["-m", "symlib.book.pipeline"]][2:]
+    assert renders == ["old", "new", "new"]
+    got = {(e["experiment"], e["from"], e["to"]) for e in equivalence.entries()}
+    if agree:
+        assert result["differences"] == [] and result["rendered values set aside"] == {"smoke": 0}
+        assert got == {(EXP, "stage-old", "stage-new"), ("04_constrained_models#render", "render-old", "render-new")}
+        assert "rendered from each side's cache" in equivalence.entries()[-1]["evidence"]
+    else:
+        assert result["differences"] == ["smoke render: ['claims'][0]['ok']"] and got == set()
