@@ -235,9 +235,9 @@ def _stage_hashes(tree: Path, chapter: str, env: dict) -> dict[str, str]:
 def _render_hash(tree: Path, chapter: str, env: dict) -> str:
     """The chapter's code hash with its notebook in ``tree`` (what a results file's provenance
     records), computed by that tree's own code."""
-    code = ("import json\nfrom symlib.book import provenance\n"
+    code = ("import json\nfrom pathlib import Path\nfrom symlib.book import provenance\n"
             f"package = provenance.package_of_chapter({chapter!r})\n"
-            f"print(json.dumps(provenance.code_hash(package, {str(tree / 'notebooks' / (chapter + '.md'))!r})))")
+            f"print(json.dumps(provenance.code_hash(package, Path({str(tree / 'notebooks' / (chapter + '.md'))!r}))))")
     out = _run(tree, ["-c", code], env)
     if out.returncode:
         raise RuntimeError(f"render code hash in {tree}: {out.stderr[-2000:]}")
@@ -259,6 +259,11 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
         if "SYMLIB_DATA" in os.environ:
             env["SYMLIB_DATA"] = os.environ["SYMLIB_DATA"]
         n, diffs, aside = 0, [], {}
+        # the hashes first: a tree that cannot hash fails before the computes, not after them
+        old_hashes, new_hashes = _stage_hashes(tmp / "old", chapter, env), _stage_hashes(tmp / "new", chapter, env)
+        if render:
+            old_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "old", chapter, env)
+            new_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "new", chapter, env)
         for profile in profiles:
             for side in ("old", "new"):
                 side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
@@ -290,10 +295,6 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
                                                     for name in ("old", "new", "again")))
                 diffs += [f"{profile} render: {d}" for d in found]
                 aside[profile] = unsteady
-        old_hashes, new_hashes = _stage_hashes(tmp / "old", chapter, env), _stage_hashes(tmp / "new", chapter, env)
-        if render:
-            old_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "old", chapter, env)
-            new_hashes[chapter + RENDER_SUFFIX] = _render_hash(tmp / "new", chapter, env)
     result = {"chapter": chapter, "from": old_commit, "to": new_commit, "profiles": list(profiles),
               "entries compared": n, "timings set aside": sorted(_TIMINGS_SEEN), "differences": diffs,
               "registered": []}

@@ -204,3 +204,17 @@ def test_a_render_proof_registers_the_chapters_render_hash_only_when_the_renders
         assert "rendered from each side's cache" in equivalence.entries()[-1]["evidence"]
     else:
         assert result["differences"] == ["smoke render: ['claims'][0]['ok']"] and got == set()
+
+
+def test_the_render_hash_of_a_tree_is_what_its_records_provenance_records():
+    """_render_hash runs in a process of the tree's own code: on this checkout it gives the code
+    hash with the notebook that a results file's provenance records."""
+    import os
+
+    from symlib.book import provenance
+    from symlib.book.paths import project_root_or_cwd
+
+    root = project_root_or_cwd()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMLIB_")}
+    want = provenance.code_hash(provenance.package_of_chapter("03_sgm_vi"), root / "notebooks" / "03_sgm_vi.md")
+    assert same_numbers._render_hash(root, "03_sgm_vi", env) == want
