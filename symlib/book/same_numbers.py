@@ -12,11 +12,12 @@ entry per stage experiment into the registry (:mod:`symlib.book.equivalence`), s
 entries, carried state and published runs computed under the old code stay current. A difference is
 printed and nothing is registered.
 
-With ``--render`` it also renders the chapter from each side's cache (``pipeline execute
---cached-only``) and compares the two results files: every claim, table and ledger, value by value,
-the provenance (which names the code) aside, and aside too every value in which two renders of the
-new code from the same cache differ (the stages not cached, such as chapter 3's timings of this
-machine: named in the evidence). Only when the renders agree too is the chapter's code hash with
+With ``--render`` it also renders the chapter under each code (``pipeline execute --cached-only``)
+from the same cache, the new side's (its entries just proven identical to the old side's but for
+wall-clock timings, which each side measured on its own), and compares the two results files: every
+claim, table and ledger, value by value, the provenance (which names the code) aside, and aside too
+every value in which two renders of the new code differ (the stages not cached, such as chapter 3's
+timings of this machine: named in the evidence). Only when the renders agree too is the chapter's code hash with
 its notebook (``<chapter>#render``) registered, so that a published record of the old code, whose
 numbers the proof shows the new code renders the same, stays current rather than reading stale.
 
@@ -248,7 +249,7 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
           register: bool = True, render: bool = False) -> dict:
     """Compute ``chapter``'s stages under both commits in ``profiles`` and compare every entry;
     register the stage hashes as equivalent where all are identical. With ``render``, also render
-    the chapter from each side's cache (the new side twice) and compare the results files
+    the chapter under each code from the new side's cache (the new code twice) and compare the results files
     (:func:`compare_renders`); where they agree, register the chapter's ``#render`` hash too.
     Returns what was compared."""
     _TIMINGS_SEEN.clear()
@@ -280,7 +281,10 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
             diffs += [f"{profile}: {d}" for d in found]
             if render:
                 for side, name in (("old", "old"), ("new", "new"), ("new", "again")):
-                    side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-{side}-{profile}"),
+                    # every render reads the new side's cache (a re-render serves entries of any
+                    # code): the entries are proven identical but for timings, which each side
+                    # measured on its own; so only the rendering code can tell the renders apart
+                    side_env = {**env, "SYMLIB_CACHE": str(tmp / f"cache-new-{profile}"),
                                 "SYMLIB_RESULTS": str(tmp / f"rendered-{name}-{profile}"),
                                 "SYMLIB_EXECUTED": str(tmp / f"executed-{name}-{profile}"),
                                 "XDG_CACHE_HOME": str(tmp / f"xdg-{side}")}
@@ -308,7 +312,7 @@ def prove(chapter: str, old_rev: str, new_rev: str = "HEAD", *, profiles=PROFILE
                 f"aside: {', '.join(sorted(_TIMINGS_SEEN)) or 'none'})")
     if render:
         shown = sorted({d for v in aside.values() for d in v})
-        evidence += (f"; the chapter rendered from each side's cache in the same profiles, results files identical "
+        evidence += (f"; the chapter rendered by each code from one cache in the same profiles, results files identical "
                      f"(provenance aside) but for {sum(map(len, aside.values()))} values in which two renders of the "
                      f"new code differ too ({', '.join(shown[:6]) + (' ...' if len(shown) > 6 else '') or 'none'})")
     pairs = [(x, old_hashes[x], new_hashes[x]) for x in sorted(new_hashes) if x in old_hashes]

@@ -169,7 +169,7 @@ def test_two_renders_are_compared_value_by_value_with_what_no_code_reproduces_se
 
 @pytest.mark.parametrize("agree", [True, False])
 def test_a_render_proof_registers_the_chapters_render_hash_only_when_the_renders_agree(registry, monkeypatch, agree):
-    """prove(render=True) renders each side from its own cache (the new code twice) and registers
+    """prove(render=True) renders each code from the new side's cache (the new code twice) and registers
     ``<chapter>#render`` beside the stage hashes when the results agree; nothing when they do not
     (the computes and renders are stubbed: only what is compared and registered is checked)."""
     calls = []
@@ -185,6 +185,7 @@ def test_a_render_proof_registers_the_chapters_render_hash_only_when_the_renders
             out = json.dumps(f"render-{tree.name}") if "code_hash(package" in args[1] else json.dumps(
                 {EXP: f"stage-{tree.name}"})
         elif args[1] == "symlib.book.pipeline" and args[2] == "execute":
+            assert env["SYMLIB_CACHE"].endswith("cache-new-smoke")   # one cache for every render
             results = Path(env["SYMLIB_RESULTS"])
             results.mkdir(parents=True)
             moved = agree or "rendered-old" not in str(results)
@@ -201,7 +202,7 @@ def test_a_render_proof_registers_the_chapters_render_hash_only_when_the_renders
     if agree:
         assert result["differences"] == [] and result["rendered values set aside"] == {"smoke": 0}
         assert got == {(EXP, "stage-old", "stage-new"), ("04_constrained_models#render", "render-old", "render-new")}
-        assert "rendered from each side's cache" in equivalence.entries()[-1]["evidence"]
+        assert "rendered by each code from one cache" in equivalence.entries()[-1]["evidence"]
     else:
         assert result["differences"] == ["smoke render: ['claims'][0]['ok']"] and got == set()
 
