@@ -32,8 +32,10 @@ from symlib.book.results import results_dir
 __all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "host", "in_progress", "log_piece",
            "minutes_phrase", "pieces_path", "read", "stalled"]
 
-OUTCOMES = ("complete", "budget", "failed", "rendered")
-"""How an execution ended (module docstring)."""
+OUTCOMES = ("complete", "budget", "failed", "rendered", "partial")
+"""How an execution ended (module docstring); ``partial``: ``compute --skip`` ran every stage it
+was given, but a stage it skipped is not computed yet (it runs elsewhere, beside it), so the
+chapter is not complete."""
 
 INTERRUPTED = "interrupted after"
 """How the note of a piece begins whose stage did not stop at the budget itself and was interrupted

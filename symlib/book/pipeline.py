@@ -719,7 +719,8 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
     # keep the earlier one (and count its budget from there) unless they start afresh
     use_env_aware_workers()
 
-    chapters_ = {name: without_stages(chapter, skip) for name, chapter in _declared(names).items()}
+    declared = _declared(names)
+    chapters_ = {name: without_stages(chapter, skip) for name, chapter in declared.items()}
     skipped = f"stages {', '.join(skip)} skipped (computed before, kept aside)" if skip else None
     budget = _budget()
     stopped = []
@@ -755,6 +756,13 @@ def compute(names: list[str], *, profile: str, seed: int, device: str, skip: tup
             _log_piece(name, profile, seed, device, start, started, "budget", "; ".join(filter(None, (why, skipped))))
             print(f"[symlib] {name}: {PIECE_STOPPED} ({why}); run the same command again to continue", flush=True)
             stopped.append(name)
+            continue
+        missing = [s for s in skip if not _stage_cached(declared[name], s, run.config, seed=seed, device=run.device)]
+        if missing:   # the skipped stages run elsewhere: this piece did not complete the chapter
+            note = f"{skipped}; {', '.join(missing)} not computed yet, the chapter is not complete"
+            _log_piece(name, profile, seed, device, start, started, "partial", note)
+            print(f"[symlib] {name}: its stages computed in {time.perf_counter() - start:.0f} s but for "
+                  f"{', '.join(missing)}, skipped and not computed yet", flush=True)
             continue
         _log_piece(name, profile, seed, device, start, started, "complete", skipped)
         print(f"[symlib] {name}: every stage computed in {time.perf_counter() - start:.0f} s; render it with "
@@ -871,6 +879,24 @@ def _swept_items_done(chapter, stage, config, *, seed: int, device) -> list[str]
     return parts
 
 
+def _stage_cached(chapter, name: str, config, *, seed: int, device) -> bool:
+    """Whether stage ``name`` of ``chapter`` is in the cache as this code would serve it: its
+    entry, or every item of a fan-out; a stage that is not cached (a timing, computed at every
+    render) counts as computed."""
+    stage = chapter.stage(name)
+    if not stage.cache:
+        return True
+    view = stage.view(config, chapter.name)
+    if stage.items is None:
+        return _cached_items(chapter, stage, view, [_WHOLE], seed=seed, device=device) == 1
+    items = list(stage.items(view))
+    return _cached_items(chapter, stage, view, items, seed=seed, device=device) == len(items)
+
+
+_WHOLE = object()
+"""The "item" of a stage that does not fan out (its one entry), for :func:`_cached_items`."""
+
+
 def _cached_items(chapter, stage, view, items, *, seed: int, device) -> int:
     """How many of ``stage``'s ``items`` under ``view`` the cache would serve (this code, these
     data), computing none."""
@@ -880,8 +906,8 @@ def _cached_items(chapter, stage, view, items, *, seed: int, device) -> int:
     done = 0
     for item in items:
         try:
-            cached(stage.experiment_name(chapter.name), stage.version, stage.key(view, seed, device, item=item),
-                   missing)
+            key = stage.key(view, seed, device) if item is _WHOLE else stage.key(view, seed, device, item=item)
+            cached(stage.experiment_name(chapter.name), stage.version, key, missing)
             done += 1
         except _Missing:
             pass

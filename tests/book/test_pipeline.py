@@ -965,6 +965,12 @@ def test_compute_can_leave_out_a_finished_stage_kept_elsewhere(sandbox, capsys):
     assert entries == {"01_ortho_skip-sinc"}               # the main stage's entry (its folder) only
     assert len(list(cache.cache_dir().rglob("*.pt"))) == 1
     (piece,) = pieces.read("01_ortho_skip")
+    # robustness was skipped but is computed nowhere yet: the chapter is not complete
+    assert piece["outcome"] == "partial" and piece["note"] == (
+        "stages robustness skipped (computed before, kept aside); robustness not computed yet, the chapter is not complete")
+    pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "01_ortho_skip"])    # computed, as elsewhere
+    pipeline.main(["compute", "--profile", "smoke", "--device", "cpu", "--skip", "robustness", "01_ortho_skip"])
+    piece = pieces.read("01_ortho_skip")[-1]
     assert piece["outcome"] == "complete" and piece["note"] == "stages robustness skipped (computed before, kept aside)"
     assert [s.name for s in pipeline.without_stages(CH5, ("bayes",)).stages] == ["not", "ensemble", "vi", "robust"]
     assert pipeline.without_stages(CH5, ()) is CH5
