@@ -305,6 +305,27 @@ def test_a_carried_checkpoint_the_cache_no_longer_has_is_removed_unless_it_was_d
     assert [p.name for p in carry.checkpoints(folder, CHAPTER)] == [going_on.name]
 
 
+def test_saving_from_a_second_cache_keeps_the_checkpoints_the_first_saved(two_caches, monkeypatch, tmp_path):
+    """Two processes of one run, each with its own cache, save into one folder: a carried
+    checkpoint the saving cache never held is another fit still going, not a finished one, and
+    stays; once a cache that held it no longer has it (the fit finished there), it goes."""
+    there, folder = two_caches
+    first = _checkpoint(tmp_path / "here", f"{CHAPTER}-fit-a-0123.pt", 1024)
+    assert carry.save(CHAPTER, folder)["checkpoints"] == 1
+    monkeypatch.setenv("SYMLIB_CACHE", str(there))
+    second = _checkpoint(there, f"{CHAPTER}-fit-b-4567.pt", 512)
+    out = carry.save(CHAPTER, folder)
+    assert out["checkpoints"] == 1 and out["checkpoints gone from the cache, removed"] == 0
+    assert out["checkpoints this cache never held, kept"] == 1
+    assert sorted(carry._plain_name(p) for p in carry.checkpoints(folder, CHAPTER)) == [first.name, second.name]
+    assert carry.load(CHAPTER, folder)["checkpoints"] == 1                 # the first's, into this cache
+    (there / "checkpoints" / first.name).unlink()                          # its fit finished here
+    second.unlink()                                                        # and so did this one
+    out = carry.save(CHAPTER, folder)
+    assert out["checkpoints gone from the cache, removed"] == 2 and carry.checkpoints(folder, CHAPTER) == []
+    assert carry.held(there, CHAPTER) == {first.name, second.name}
+
+
 def _git(repo, *args):
     import subprocess
 

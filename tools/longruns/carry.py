@@ -42,9 +42,10 @@ Command line::
 
 ``--dir`` names another folder; the cache is ``$SYMLIB_CACHE`` as always. ``load`` never replaces
 an entry the cache already has whole and current; ``save`` removes the chapter's carried entries
-that are no longer current (they would only be recomputed), and its carried checkpoints that the
-cache no longer has (their fit finished), except those a GPU piece dropped for the way back
-(``--dropped NAME``). A checkpoint that no run in the chapter's pieces file would continue with this
+that are no longer current only with ``--prune`` (else they may be a run's only copy), and its
+carried checkpoints that the cache held (loaded or saved, :data:`HELD`) and no longer has (their
+fit finished), except those a GPU piece dropped for the way back (``--dropped NAME``); a carried
+checkpoint the cache never held, saved by another cache of the same run, stays. A checkpoint that no run in the chapter's pieces file would continue with this
 code (:mod:`tools.longruns.checkpoint_names`: one left when a code change started its fit again under a new
 name) is neither carried nor loaded, and ``save`` removes a carried one; one written under stage
 code that the registry of proven equivalences (``published/code_equivalences.json``) joins to
@@ -267,6 +268,35 @@ def _mib(stored: int, size: int) -> str:
     return mib if stored == size else f"{mib} as xz, of {size / (1 << 20):.1f} MiB"
 
 
+HELD = ".held-{chapter}.json"
+"""Under a cache's ``checkpoints/``: the names of ``chapter``'s checkpoints this cache has held
+(loaded into it, or saved from it). ``save`` removes a carried checkpoint the cache no longer has
+only if the cache held it (its fit finished here); one another cache saved stays."""
+
+
+def _held_path(root: pathlib.Path, chapter: str) -> pathlib.Path:
+    return pathlib.Path(root) / "checkpoints" / HELD.format(chapter=chapter)
+
+
+def held(root: pathlib.Path, chapter: str) -> set[str]:
+    """The names of ``chapter``'s checkpoints the cache ``root`` has held (:data:`HELD`)."""
+    path = _held_path(root, chapter)
+    try:
+        return set(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"carry: {path} is unreadable ({exc}); delete it to treat every carried "
+                         f"checkpoint as another cache's (none is then removed)") from None
+
+
+def _hold(root: pathlib.Path, chapter: str, names: Iterable[str]) -> None:
+    before = held(root, chapter)
+    after = before | set(names)
+    if after != before:
+        _write_json(_held_path(root, chapter), sorted(after))
+
+
 def _merged(*lists: list[dict]) -> list[dict]:
     """The union of pieces entries (an entry is its JSON), oldest first."""
     seen: dict[str, dict] = {}
@@ -295,8 +325,9 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
          dropped: Iterable[str] = (), live: Iterable[str] = (), prune: bool = False) -> dict:
     """Copy ``chapter``'s current cache entries and its checkpoints into ``directory`` (those over
     :data:`COMPRESS_OVER` bytes xz-compressed); drop its carried entries that are no longer
-    current, and its carried checkpoints that the cache no longer has (their fit finished and its
-    stage removed them: loaded again, one would sit in every later cache, be carried again, and
+    current, and its carried checkpoints that the cache held (:data:`HELD`) and no longer has
+    (their fit finished and its stage removed them; one the cache never held is another cache's
+    fit, and stays: loaded again, one would sit in every later cache, be carried again, and
     read as a run in progress), except those named in ``dropped`` (checkpoint file names: left
     out of a GPU piece's state for the way back, ``tools/longruns/gpu_piece.sh``, so a carried older
     one is still the best place to continue from). A checkpoint that no run in the merged pieces
@@ -348,19 +379,26 @@ def save(chapter: str, directory: pathlib.Path | None = None, *, limit: float | 
             too_large.append(f"checkpoints/{path.name} ({_mib(n, path.stat().st_size)})")
             continue
         n_checkpoints, size = n_checkpoints + 1, size + n
+    _hold(cache.cache_dir(), chapter, (path.name for path in in_cache))
     keep = {path.name for path in in_cache} | dropped
-    finished = 0
+    ours = held(cache.cache_dir(), chapter)
+    finished = others = 0
     for path in checkpoints(directory, chapter):
         name = _plain_name(path)
         if alive is not None and name not in alive:
             path.unlink()
             stranded += 1
-        elif name not in keep:
+        elif name in keep:
+            continue
+        elif name in ours:
             path.unlink()
             finished += 1
+        else:
+            others += 1
     return {"chapter": chapter, "saved": saved, "checkpoints": n_checkpoints, "bytes": size,
             "not current, left": skipped, "too large, left": too_large,
             "removed from the carry folder": removed, "not current, kept (prune removes)": kept_stale, "checkpoints gone from the cache, removed": finished,
+            "checkpoints this cache never held, kept": others,
             "checkpoints no run of this code continues, removed": stranded,
             "checkpoints renamed for proven-equivalent code": n_renamed,
             "pieces": n_pieces, "folder": str(directory)}
@@ -400,6 +438,9 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
             stranded += 1
         elif not target.exists():   # the cache's own is at least as far on (the same run, continued here)
             n_checkpoints += _unpack(path, target)
+            _hold(root, chapter, [target.name])
+        else:
+            _hold(root, chapter, [target.name])
     return {"chapter": chapter, "loaded": loaded, "checkpoints": n_checkpoints, "already in the cache": kept,
             "not current, left": skipped, "checkpoints no run of this code continues, left": stranded,
             "checkpoints renamed for proven-equivalent code": n_renamed,
