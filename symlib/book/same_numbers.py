@@ -17,7 +17,8 @@ from the same cache, the new side's (its entries just proven identical to the ol
 wall-clock timings, which each side measured on its own), and compares the two results files: every
 claim, table and ledger, value by value, the provenance (which names the code) aside, and aside too
 every value in which two renders of the new code differ (the stages not cached, such as chapter 3's
-timings of this machine: named in the evidence). Only when the renders agree too is the chapter's code hash with
+timings of this machine: named in the evidence), but never a verdict: one that two renders of the new code
+disagree on is a difference. Only when the renders agree too is the chapter's code hash with
 its notebook (``<chapter>#render``) registered, so that a published record of the old code, whose
 numbers the proof shows the new code renders the same, stays current rather than reading stale.
 
@@ -170,15 +171,55 @@ def leaf_differences(a, b, where: str = "") -> list[str]:
     return [] if same else [where or "the value"]
 
 
+VERDICT_KEYS = ("holds", "verdict")
+"""Keys that hold a verdict, at any depth of a claim in a results file (its own and each column's
+under ``verdicts``); the measured values beside them may be timings, and are not verdicts."""
+
+
+def verdict_paths(record: dict) -> set[str]:
+    """The paths (as :func:`leaf_differences` writes them) of every verdict in a results file: the
+    leaves under each claim's :data:`VERDICT_KEYS`, at any depth, and each robustness row's cells
+    in a column whose name says verdict."""
+    found: set[str] = set()
+    for i, claim in enumerate(record.get("claims") or []):
+        found |= {p for p in _leaves(claim, f"['claims'][{i}]")
+                  if any(f"[{k!r}]" in p for k in VERDICT_KEYS)}
+    for claim_id, sweep in (record.get("robustness") or {}).items():
+        columns = sweep.get("columns", []) if isinstance(sweep, dict) else []
+        for r, row in enumerate(sweep.get("rows", []) if isinstance(sweep, dict) else []):
+            found |= {f"['robustness'][{claim_id!r}]['rows'][{r}][{c}]" for c, name in enumerate(columns)
+                      if "verdict" in str(name) and c < len(row)}
+    return found
+
+
+def _leaves(value, where: str) -> list[str]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _leaves(v, f"{where}[{k!r}]")] or [where]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _leaves(v, f"{where}[{i}]")] or [where]
+    return [where]
+
+
 def compare_renders(old: Path, new: Path, again: Path) -> tuple[list[str], list[str]]:
     """``(differences, set aside)`` between results files ``old`` and ``new`` (the same chapter
     rendered by each code from its own cache), :data:`RENDER_ASIDE` left out: ``set aside`` are
     the paths at which ``new`` and ``again`` (the new code rendered twice from one cache) differ
-    too, which no code reproduces, and are not counted as differences."""
+    too, which no code reproduces, and are not counted as differences -- except a verdict
+    (:func:`verdict_paths`): one that two renders of the new code disagree on is not proven
+    unchanged, and is a difference (``unsteady verdict: PATH``) whether or not the old code's
+    render agrees with it."""
     a, b, c = ({k: v for k, v in json.loads(Path(f).read_text()).items() if k not in RENDER_ASIDE}
                for f in (old, new, again))
     unsteady = leaf_differences(b, c)
-    return [d for d in leaf_differences(a, b) if d not in set(unsteady)], unsteady
+    verdicts = verdict_paths(b) | verdict_paths(c)
+    shaky = [f"unsteady verdict: {d}" for d in unsteady if d in verdicts or _under(d, verdicts)]
+    aside = [d for d in unsteady if not (d in verdicts or _under(d, verdicts))]
+    return shaky + [d for d in leaf_differences(a, b) if d not in set(unsteady)], aside
+
+
+def _under(path: str, verdicts: set[str]) -> bool:
+    """Whether ``path`` (a container whose keys or length differ) holds a verdict."""
+    return any(v.startswith(path + "[") for v in verdicts)
 
 
 def _entries(root: Path, chapter: str) -> dict[tuple[str, str], Path]:

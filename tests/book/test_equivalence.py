@@ -163,6 +163,21 @@ def test_two_renders_are_compared_value_by_value_with_what_no_code_reproduces_se
     moved_again = write("moved_again", **{"claims/0/reproduced": False, "wall_time_s": 5.5})
     diffs, _ = same_numbers.compare_renders(old, moved, moved_again)
     assert diffs == ["['claims'][0]['reproduced']"]
+    # a verdict is never set aside: one that two renders of the new code disagree on is not proven,
+    # even where the old render agrees with one of them (here a timing-based claim flipping)
+    shaky = write("shaky", **{"claims/0/verdicts": {"robust": {"verdict": "holds", "measured": 0.4}}})
+    flips = write("flips", **{"claims/0/verdicts": {"robust": {"verdict": "does not hold", "measured": 0.6}}})
+    base["claims"][0]["verdicts"] = {"robust": {"verdict": "holds", "measured": 0.5}}
+    old_verdict = write("old_verdict")
+    diffs, aside = same_numbers.compare_renders(old_verdict, shaky, flips)
+    assert diffs == ["unsteady verdict: ['claims'][0]['verdicts']['robust']['verdict']"]
+    assert aside == ["['claims'][0]['verdicts']['robust']['measured']"]
+    base["robustness"] = {"a": {"columns": ["setting", "verdict", "ours"], "rows": [["x", "holds", 0.1]]}}
+    rows = write("rows", **{"robustness/a/rows/0/2": 0.2})
+    rows_flip = write("rows_flip", **{"robustness/a/rows/0/1": "does not hold", "robustness/a/rows/0/2": 0.3})
+    diffs, aside = same_numbers.compare_renders(write("rows_old"), rows, rows_flip)
+    assert diffs == ["unsteady verdict: ['robustness']['a']['rows'][0][1]"]
+    assert aside == ["['robustness']['a']['rows'][0][2]"]
     assert same_numbers.leaf_differences([1, 2], [1, 2, 3], "x") == ["x"]
     assert same_numbers.leaf_differences(1, 1.0) == ["the value"]   # 1 and 1.0 are other JSON
 
