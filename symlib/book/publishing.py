@@ -93,17 +93,24 @@ def publish(chapter: str, *, tier: str = TIER, source: Path | None = None, execu
     shutil.rmtree(figures, ignore_errors=True)
     record["figures"], record["figure_names"] = _extract_figures(executed / f"{chapter}.ipynb", figures)
     out = _write(dest / f"{chapter}.json", record)
-    _drop_finished_progress(chapter, tier, dest / "progress")
+    _drop_finished_progress(chapter, tier, dest / "progress", record["computed"])
     return out
 
 
-def _drop_finished_progress(chapter: str, tier: str, folder: Path) -> None:
+def _drop_finished_progress(chapter: str, tier: str, folder: Path, computed: dict | None = None) -> None:
     """Remove ``chapter``'s progress file (and its samplers' file) from ``folder`` once the run it
-    accounts for is no longer in progress (its last piece completed it): the record just published
-    now speaks for that run. A run still in progress (a re-render published while a new run goes
-    on) keeps its file."""
+    accounts for is no longer in progress: its last piece completed it, or every piece it lists
+    started no later than the last piece of ``computed`` (the account of the record just
+    published: the file is an earlier copy of that run's pieces, recorded before its last piece).
+    The record just published now speaks for that run. A run still in progress (a re-render
+    published while a new run goes on) keeps its file."""
     path = folder / f"{chapter}.json"
-    if path.is_file() and pieces.in_progress(json.loads(path.read_text()), tier) is None:
+    if not path.is_file():
+        return
+    entries = json.loads(path.read_text())
+    last = ((computed or {}).get("pieces") or {}).get("last")
+    covered = bool(last) and bool(entries) and all(str(e.get("started", "")) <= last for e in entries)
+    if covered or pieces.in_progress(entries, tier) is None:
         path.unlink()
         (folder / f"{chapter}.chains.json").unlink(missing_ok=True)
 

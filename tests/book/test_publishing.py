@@ -474,6 +474,25 @@ def test_publishing_a_completed_run_retires_its_progress_file(tmp_path, monkeypa
     assert published.progress_summary("01_ortho_skip").startswith("in progress: 1 piece, 10 minutes")
 
 
+def test_publishing_retires_a_progress_file_recorded_before_the_runs_last_piece(tmp_path, monkeypatch):
+    """A progress file recorded mid-run (before the piece that completed it) still reads "in
+    progress"; the published record accounts for every piece it lists, so publishing removes it."""
+    from symlib.book import pieces
+
+    monkeypatch.setattr(published, "project_root_or_cwd", lambda: tmp_path)
+    _run(tmp_path, "paper", PROFILES["paper"])
+    results = tmp_path / "results"
+    pieces.log_piece("01_ortho_skip", profile="paper", device="cpu", seconds=3600.0, outcome="budget",
+                     directory=results, started=datetime(2026, 12, 7, 4, tzinfo=UTC))
+    publishing.record_progress("01_ortho_skip", pieces.pieces_path("01_ortho_skip", results))
+    pieces.log_piece("01_ortho_skip", profile="paper", device="cpu", seconds=3600.0, outcome="complete",
+                     directory=results, started=datetime(2026, 12, 7, 6, tzinfo=UTC))
+    assert published.progress_summary("01_ortho_skip").startswith("in progress: 1 piece")
+    publishing.publish("01_ortho_skip", tier="paper", source=results, executed=tmp_path / "executed")
+    assert not published.progress_path("01_ortho_skip").exists()
+    assert published.load("01_ortho_skip", tier="paper")["computed"]["pieces"]["pieces"] == 2
+
+
 def test_a_run_whose_state_was_lost_is_accounted_for_and_starts_again(tmp_path, monkeypatch):
     """`published lost`: the progress of a run whose checkpoints are gone moves to
     <chapter>.lost.json; the book says so, with how far it got, and that the next piece starts again."""
