@@ -212,8 +212,9 @@ def compare_renders(old: Path, new: Path, again: Path) -> tuple[list[str], list[
                for f in (old, new, again))
     unsteady = leaf_differences(b, c)
     verdicts = verdict_paths(b) | verdict_paths(c)
-    shaky = [f"unsteady verdict: {d}" for d in unsteady if d in verdicts or _under(d, verdicts)]
-    aside = [d for d in unsteady if not (d in verdicts or _under(d, verdicts))]
+    is_verdict = {d: d in verdicts or _under(d, verdicts) for d in unsteady}
+    shaky = [f"unsteady verdict: {d}" for d in unsteady if is_verdict[d]]
+    aside = [d for d in unsteady if not is_verdict[d]]
     return shaky + [d for d in leaf_differences(a, b) if d not in set(unsteady)], aside
 
 

@@ -430,17 +430,18 @@ def load(chapter: str, directory: pathlib.Path | None = None) -> dict:
     n_renamed = _rename_bridged(root, chapter, renamed)
     alive = live_checkpoints(chapter, merged)
     n_checkpoints = stranded = 0
+    loaded_names: list[str] = []
     for path in checkpoints(directory, chapter):
         name = _plain_name(path)
         target = root / "checkpoints" / renamed.get(name, name)
         n_renamed += name in renamed
         if alive is not None and target.name not in alive:
             stranded += 1
-        elif not target.exists():   # the cache's own is at least as far on (the same run, continued here)
-            n_checkpoints += _unpack(path, target)
-            _hold(root, chapter, [target.name])
         else:
-            _hold(root, chapter, [target.name])
+            if not target.exists():   # else the cache's own is at least as far on (the same run, continued here)
+                n_checkpoints += _unpack(path, target)
+            loaded_names.append(target.name)
+    _hold(root, chapter, loaded_names)
     return {"chapter": chapter, "loaded": loaded, "checkpoints": n_checkpoints, "already in the cache": kept,
             "not current, left": skipped, "checkpoints no run of this code continues, left": stranded,
             "checkpoints renamed for proven-equivalent code": n_renamed,
