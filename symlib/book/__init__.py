@@ -23,7 +23,7 @@ __all__ = ["cache", "chapter", "parallel", "pipeline", "plotting", "profiles", "
 
 LAYERS = {
     "run": ("pipeline", "apidoc", "readme", "rerun", "same_numbers", "bridges", "compare", "side_by_side",
-            "provenance", "linkcheck", "records", "publishing"),
+            "provenance", "linkcheck", "records", "publishing", "vi_progress"),
     "chapter": ("chapter",),
     "render": ("tables", "published", "ledger", "cards", "words"),
     "contract": ("runtime", "parallel", "checkpoints", "preconditions", "pieces", "results", "cache", "codehash"),

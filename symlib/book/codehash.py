@@ -108,6 +108,7 @@ BOOK_ROLES: dict[str, str] = {
     "pipeline": "run", "published": "run", "provenance": "run", "paths": "run", "side_by_side": "run",
     "compare": "run", "pieces": "run", "checkpoints": "run", "equivalence": "run",
     "same_numbers": "run", "rerun": "run", "bridges": "run", "records": "run", "publishing": "run",
+    "vi_progress": "run",
 }
 """The role of every module of ``symlib/book`` (a test checks that none is missing), which decides
 what its code counts for (:data:`HASH_SCHEME` 5):

@@ -237,7 +237,7 @@ def chains_path(chapter: str, tier: str = "paper") -> Path:
     :mod:`symlib.chapters.rebasin_hmc.progress`; chapter 6: :mod:`symlib.chapters.synthesis.progress`;
     ``tools/longruns/gpu_piece.sh keep`` runs it): a
     list of ``{run, chains, transitions, total, draws_per_chain, draws_target, rhat, bulk_ess,
-    quantity, ...}``."""
+    quantity, ...}``; a VI fit's (chapter 1: :mod:`symlib.book.vi_progress`) ``{run, steps, total, ...}``."""
     return published_dir(tier) / "progress" / f"{chapter}.chains.json"
 
 
@@ -277,15 +277,26 @@ def _lost_line(chapter: str, tier: str) -> str | None:
     clauses = []
     for r in json.loads(path.read_text()):
         clause = f"{_run_dates(r)}: {_run_compute(r)}"
-        clause += "".join(f", {c['run']} run at {c['transitions']:,} of {c['total']:,} transitions" for c in r["chains"])
+        clause += "".join(f", {_reached(c)}" for c in r["chains"])
         clauses.append(f"{clause} ({r['why']})")
     n = len(clauses)
     return (f"the state of {'an earlier run' if n == 1 else f'{n} earlier runs'} was lost and is not counted: "
             + "; ".join(clauses))
 
 
+def _reached(record: dict) -> str:
+    """How far one run of a progress reader's records got: ``"main run at 1,335 of 10,600
+    transitions"`` (a sampler) or ``"VI fit sinc-main at 27,051 of 200,000 steps"`` (a VI fit)."""
+    if "steps" in record:
+        return f"{record['run']} at {record['steps']:,} of {record['total']:,} steps"
+    return f"{record['run']} run at {record['transitions']:,} of {record['total']:,} transitions"
+
+
 def _chains_line(record: dict) -> str:
-    """One sampler's progress: its length reached and, where computable, R-hat and ESS so far."""
+    """One sampler's progress: its length reached and, where computable, R-hat and ESS so far; a
+    VI fit's (:mod:`symlib.book.vi_progress`): its steps done of its total."""
+    if "steps" in record:
+        return f"{record['run']}: {record['steps']:,} of {record['total']:,} steps"
     n = int(record["chains"])
     line = (f"{record['run']} run: {record['transitions']:,} of {record['total']:,} transitions, {n} chain"
             f"{'s' if n != 1 else ''}, {record['draws_per_chain']:,} of {record['draws_target']:,} draws kept")
@@ -310,7 +321,7 @@ def progress_summary(chapter: str, tier: str = "paper") -> str | None:
         return _unpublished_line(chapter, tier, entries)
     line = f"in progress: {_run_compute(run)} ({_run_dates(run)}), commit {(run['commit'] or '?')[:12]}"
     if run["note"]:
-        line += f"; latest: {run['note'].split('; run again')[0]}"
+        line += "; latest: " + "; ".join(c for c in run["note"].split("; ") if not c.startswith("run again"))
     if (chains := chains_path(chapter, tier)).is_file():
         line += "".join(f"; {_chains_line(r)}" for r in json.loads(chains.read_text()))
     if _restarts(run, chapter):

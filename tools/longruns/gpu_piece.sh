@@ -21,8 +21,8 @@
 # chapters it ran again, one folder each, into one archive in $OUT as state.tgz.00, .01, ... of at
 # most 15 MiB each (at most 8 files of 16 MiB come back from the machine: one archive, not one per
 # chapter, so that the number of parts follows the size alone), with the whole output in
-# $OUT/piece.log. For chapters 5 and 6 it also
-# reads how far their HMC runs got from the checkpoints on the machine (results/progress/ in the
+# $OUT/piece.log. For chapters 1, 5 and 6 it also
+# reads how far their VI fits and HMC runs got from the checkpoints on the machine (results/progress/ in the
 # state), so that the book has it even for a checkpoint that cannot come back.
 # A stage that cannot stop at the budget (a training) runs to its end: HARD_S (default PIECE_S +
 # 120, for the whole piece) kills it (SIGTERM), and the chapter then keeps only what was cached
@@ -78,12 +78,13 @@ unpack() {  # unpack CHAPTER STATE_DIR: its carried parts into STATE_DIR's cache
   fi
 }
 
-chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs got, from the checkpoints (on the device)
+chains_progress() {  # chains_progress CHAPTER STATE_DIR OUT: how far its HMC runs (VI fits) got, from the checkpoints (on the device)
   # exactly the checkpoints this run (profile, seed 0, device) continues, as STATE_DIR/results/
   # live-checkpoints names them (tools.longruns.checkpoint_names), those it has not spent (a finished
   # item's is removed); never one of other code or settings
   local reader stopped=() name
   case $1 in
+    01_ortho_skip)  reader=symlib.book.vi_progress ;;
     05_rebasin_hmc) reader=symlib.chapters.rebasin_hmc.progress ;;
     06_synthesis)   reader=symlib.chapters.synthesis.progress ;;
     *) return 0 ;;
@@ -117,7 +118,7 @@ keep_one() {  # keep_one CHAPTER DIR: one chapter's returned state (DIR/cache, D
     "${names[@]}" "$ch"
   local read=$dir/results/progress/$ch.chains.json published=published/paper/progress/$ch.chains.json
   if [ -f "$read" ]; then
-    mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: the HMC runs' progress as the piece read it on the device -> $published"
+    mkdir -p "$(dirname "$published")" && cp "$read" "$published" && echo "$ch: how far its fits got, as the piece read it on the device -> $published"
   else
     rm -f "$published"
   fi
