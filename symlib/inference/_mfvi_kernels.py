@@ -8,6 +8,12 @@ Two implementations:
   one C routine, and :meth:`CKernels.normal`, a counter-based standard normal generator. Compiled once
   with the local ``g++`` (``-O3 -march=native``, GCC vector extensions: 16 floats per vector) into a
   per-user temporary folder and loaded with :mod:`ctypes`. Other activations use the torch passes.
+  On a CPU with AVX but not AVX-512 the hot loops (the layer products and their epilogue, the weight
+  gradients, the per-unit sums, the noise) run on 8-float vectors instead: GCC keeps a 16-float
+  vector in memory where no register holds one, which made the routine slower there than
+  :func:`symlib.inference.mfvi.fit`. Every lane does the same operations in the same order, so the
+  numbers are those of the 16-float code on that CPU, bit for bit (the per-unit sums keep their
+  16-lane order; the AVX-512 and pre-AVX code is unchanged).
 
 :meth:`CKernels.network` works block by block: one model, one Monte Carlo sample and all ``n``
 points go forward through every layer and back before the next block, so every activation stays in
@@ -18,8 +24,8 @@ variances ``a^2 W_sigma2^T`` -- are register-tiled broadcast-and-FMA loops over 
 element-wise work (``sd = sqrt(var + sigma_b^2)``, ``h = mu + b + sd eps``, ``eps / sd``, the next
 layer's SELU) done on the tile while it is in registers; the weight gradients use a transposed copy
 of the layer's input so that they too are broadcast-and-FMA loops. Arithmetic is float32 with
-reordered sums and ``1/sqrt`` from the hardware estimate plus one Newton step, so the results equal
-torch's to float32 rounding, not bit for bit (``tests/inference/test_mfvi_batched.py``).
+reordered sums and ``1/sqrt`` from the hardware estimate plus one Newton step with AVX-512 (else
+correctly rounded), so the results equal torch's to float32 rounding, not bit for bit (``tests/inference/test_mfvi_batched.py``).
 
 The noise of a block comes either from tensors drawn by the caller (the same numbers as
 :func:`symlib.inference.mfvi.sample_outputs` draws) or from the counter-based generator: SplitMix64's
@@ -53,8 +59,11 @@ _SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX__) && !defined(__AVX512F__) && !defined(SYMLIB_VECTOR16)
+#define SYMLIB_V8 1     /* the hot loops on 8-float vectors (below); -DSYMLIB_VECTOR16 keeps 16 */
 #endif
 /* Feature-major blocks: X[unit][row], rows padded to Rp (a multiple of 16); GCC vector extensions (16 floats). */
 #define SA 1.6732632423543772848170429916717f
@@ -69,7 +78,32 @@ typedef int32_t vi __attribute__((vector_size(64)));
 typedef uint32_t vu __attribute__((vector_size(64)));
 typedef uint64_t vu64 __attribute__((vector_size(64)));
 
-/* 1/sqrt(x), x > 0: the hardware estimate and one Newton step (relative error ~1e-7) */
+/* The register tiles run on the machine's vectors: vf itself with AVX-512; elsewhere 8 floats, as
+   GCC keeps a 64-byte vector in memory when no register holds one. A lane computes the same
+   operations in the same order either way (the same numbers); the tiles are sized for 32 registers
+   of 16 floats and for 16 of 8. */
+typedef float vf8n __attribute__((vector_size(32)));
+typedef int32_t vi8n __attribute__((vector_size(32)));
+template <class V> struct VT;
+template <> struct VT<vf> { enum { N = 16 }; typedef vi I; };
+template <> struct VT<vf8n> { enum { N = 8 }; typedef vi8n I; };
+#ifndef SYMLIB_V8
+typedef vf vn;
+#define RTW 4
+#define WCT 4
+#define WKV 2
+#else
+typedef vf8n vn;
+#define RTW 2
+#define WCT 2
+#define WKV 2
+#endif
+#define VN ((int)VT<vn>::N)
+template <class V> static inline V ldv(const float* p) { V v; memcpy(&v, p, sizeof v); return v; }
+template <class V> static inline void stv(float* p, V v) { memcpy(p, &v, sizeof v); }
+
+/* 1/sqrt(x), x > 0: with AVX-512, the hardware estimate and one Newton step (relative error ~1e-7);
+   elsewhere the correctly rounded 1 / sqrt(x) */
 static inline vf vrsqrt(vf x) {
 #ifdef __AVX512F__
     vf y = (vf)_mm512_rsqrt14_ps((__m512)x);
@@ -81,42 +115,48 @@ static inline vf vrsqrt(vf x) {
     return y * (1.5f - 0.5f * x * y * y);
 }
 
-static inline vf vselect(vi m, vf a, vf b) { return m ? a : b; }
+#ifdef SYMLIB_V8
+static inline vf8n vrsqrt(vf8n x) { return (vf8n)_mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps((__m256)x)); }
+#endif
+
+template <class I, class V> static inline V vselect(I m, V a, V b) { return m ? a : b; }
 
 /* expm1(x) for x <= 0, branch-free: x = k ln2 + r, |r| <= ln2/2, expm1(x) = 2^k expm1(r) + (2^k - 1),
    expm1(r) by its Taylor polynomial to r^8 (relative error below 1e-7) */
-static inline vf vexpm1_neg(vf x) {
-    x = vselect(x < -87.0f, (vf){} - 87.0f, x);
-    vf k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;     /* round to nearest */
-    vf r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    vf p = (vf){} + 2.48015873015873016e-05f;
+template <class V> static inline V vexpm1_neg(V x) {
+    typedef typename VT<V>::I I;
+    x = vselect(x < -87.0f, V{} - 87.0f, x);
+    V k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;     /* round to nearest */
+    V r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    V p = V{} + 2.48015873015873016e-05f;
     p = p * r + 1.98412698412698413e-04f;
     p = p * r + 1.38888888888888889e-03f;
     p = p * r + 8.33333333333333333e-03f;
     p = p * r + 4.16666666666666667e-02f;
     p = p * r + 1.66666666666666667e-01f;
     p = p * r + 0.5f;
-    vf em1 = r + r * r * p;
-    vf two_k = (vf)((__builtin_convertvector(k, vi) + 127) << 23);
+    V em1 = r + r * r * p;
+    V two_k = (V)((__builtin_convertvector(k, I) + 127) << 23);
     return two_k * em1 + (two_k - 1.0f);
 }
 
-static inline vf vselu(vf x) {
-    vf neg = vexpm1_neg(vselect(x < 0.0f, x, (vf){})) * (SS * SA);
+template <class V> static inline V vselu(V x) {
+    V neg = vexpm1_neg(vselect(x < 0.0f, x, V{})) * (SS * SA);
     return vselect(x > 0.0f, x * SS, neg);
 }
 
 /* log(u), u > 0 normal: u = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1)/(m + 1)) by its series
    to t^9 (relative error ~1e-7) */
-static inline vf vlog(vf u) {
-    vi b = (vi)u;
-    vi e = ((b >> 23) & 0xff) - 127;
-    vf m = (vf)((b & 0x7fffff) | 0x3f800000);
-    vi big = m > 1.41421356f;
+template <class V> static inline V vlog(V u) {
+    typedef typename VT<V>::I I;
+    I b = (I)u;
+    I e = ((b >> 23) & 0xff) - 127;
+    V m = (V)((b & 0x7fffff) | 0x3f800000);
+    I big = m > 1.41421356f;
     m = vselect(big, 0.5f * m, m);
-    vf ef = __builtin_convertvector(e - big, vf);   /* big is -1 where true */
-    vf t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-    vf p = 1.0f + t2 * (0.333333333f + t2 * (0.2f + t2 * (0.142857143f + t2 * 0.111111111f)));
+    V ef = __builtin_convertvector(e - big, V);   /* big is -1 where true */
+    V t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+    V p = 1.0f + t2 * (0.333333333f + t2 * (0.2f + t2 * (0.142857143f + t2 * 0.111111111f)));
     return ef * 0.693147180559945f + 2.0f * t * p;
 }
 
@@ -135,6 +175,28 @@ static inline uint64_t mix64(uint64_t z) {
 /* count (a multiple of 32) normals: chunk q holds pairs p = 16q + t, t < 16, as out[32q + t] = r cos(theta),
    out[32q + 16 + t] = r sin(theta), r = sqrt(-2 log u1), theta = 2 pi u2, from z = mix64(seed + (p + 1) golden):
    u1 = (z >> 32) 2^-32 + 2^-33 in (0, 1), u2 = ((z mod 2^32) >> 8) 2^-24 in [0, 1) */
+/* Box-Muller on vectors of type V (integer lanes I) from the pairs' bits hi (u1) and lo (u2): r cos(theta) to
+   C, r sin(theta) to S (a macro, so that the AVX-512 routine compiles to the instructions it always did) */
+#define BOX_MULLER(V, I, hi, lo, C, S)                                                                       \
+    do {                                                                                                     \
+        V u1 = __builtin_convertvector(hi, V) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;           \
+        V u2 = __builtin_convertvector(lo >> 8, V) * 5.9604644775390625e-08f;                                \
+        V x = -2.0f * vlog(u1);                                                                              \
+        x = vselect(x > 1e-30f, x, (V){} + 1e-30f);                                                          \
+        V r = x * vrsqrt(x);                                                                                 \
+        V v = 4.0f * u2;                                                                                     \
+        I k = __builtin_convertvector(v, I);                                                                 \
+        V al = (v - __builtin_convertvector(k, V) - 0.5f) * 1.57079632679489662f, a2 = al * al;              \
+        V sa = al * (1.0f + a2 * (-1.66666667e-01f + a2 * (8.33333333e-03f + a2 * (-1.98412698e-04f + a2 * 2.75573192e-06f)))); \
+        V ca = 1.0f + a2 * (-0.5f + a2 * (4.16666667e-02f + a2 * (-1.38888889e-03f + a2 * (2.48015873e-05f - a2 * 2.75573192e-07f)))); \
+        V hv = (V){} + h;                                                                                    \
+        V c0f = vselect((k == 1) | (k == 2), -hv, hv);                                                       \
+        V s0f = vselect(k >= 2, -hv, hv);                                                                    \
+        stv(C, r * (c0f * ca - s0f * sa));                                                                   \
+        stv(S, r * (s0f * ca + c0f * sa));                                                                   \
+    } while (0)
+
+#ifndef SYMLIB_V8
 static void normals32(float* R out, int64_t count, uint64_t seed) {
     const float h = 0.70710678118654752f;
     const vu64 lane = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -143,23 +205,30 @@ static void normals32(float* R out, int64_t count, uint64_t seed) {
         vu z0 = (vu)vmix64(seed + c0 * 0x9E3779B97F4A7C15ull), z1 = (vu)vmix64(seed + c1 * 0x9E3779B97F4A7C15ull);
         vu hi = __builtin_shufflevector(z0, z1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         vu lo = __builtin_shufflevector(z0, z1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        vf u1 = __builtin_convertvector(hi, vf) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
-        vf u2 = __builtin_convertvector(lo >> 8, vf) * 5.9604644775390625e-08f;
-        vf x = -2.0f * vlog(u1);
-        x = vselect(x > 1e-30f, x, (vf){} + 1e-30f);
-        vf r = x * vrsqrt(x);
-        vf v = 4.0f * u2;
-        vi k = __builtin_convertvector(v, vi);
-        vf al = (v - __builtin_convertvector(k, vf) - 0.5f) * 1.57079632679489662f, a2 = al * al;
-        vf sa = al * (1.0f + a2 * (-1.66666667e-01f + a2 * (8.33333333e-03f + a2 * (-1.98412698e-04f + a2 * 2.75573192e-06f))));
-        vf ca = 1.0f + a2 * (-0.5f + a2 * (4.16666667e-02f + a2 * (-1.38888889e-03f + a2 * (2.48015873e-05f - a2 * 2.75573192e-07f))));
-        vf hv = (vf){} + h;
-        vf c0f = vselect((k == 1) | (k == 2), -hv, hv);
-        vf s0f = vselect(k >= 2, -hv, hv);
-        st(out + 32 * q, r * (c0f * ca - s0f * sa));
-        st(out + 32 * q + 16, r * (s0f * ca + c0f * sa));
+        BOX_MULLER(vf, vi, hi, lo, out + 32 * q, out + 32 * q + 16);
     }
 }
+#else
+/* the same numbers with 8-float vectors: the pairs' counters mixed one by one, each chunk's 16 pairs as two
+   halves of 8 */
+typedef uint32_t vu8n __attribute__((vector_size(32)));
+static void normals32(float* R out, int64_t count, uint64_t seed) {
+    const float h = 0.70710678118654752f;
+    for (int64_t q = 0; q < count / 32; ++q)
+        for (int64_t half = 0; half < 2; ++half) {
+            uint32_t hi[8], lo[8];
+            for (int64_t t = 0; t < 8; ++t) {
+                uint64_t z = mix64(seed + (uint64_t)(16 * q + 8 * half + t + 1) * 0x9E3779B97F4A7C15ull);
+                hi[t] = (uint32_t)(z >> 32);
+                lo[t] = (uint32_t)z;
+            }
+            vu8n vh, vl;
+            memcpy(&vh, hi, sizeof vh);
+            memcpy(&vl, lo, sizeof vl);
+            BOX_MULLER(vf8n, vi8n, vh, vl, out + 32 * q + 8 * half, out + 32 * q + 16 + 8 * half);
+        }
+}
+#endif
 
 /* ---- products on feature-major blocks: X[unit][row], rows padded to Rp (a multiple of 16) ---- */
 
@@ -168,20 +237,21 @@ static void normals32(float* R out, int64_t count, uint64_t seed) {
    epilogue below on the tile while it is in registers */
 struct FwdOut { const float *brow, *bvar, *E, *VALID; float *H, *ESD, *A, *A2; };
 
-template <int CT, int RT, bool SKIP, bool ACT>
+template <class V, int CT, int RT, bool SKIP, bool ACT>
 static inline void fwd_tile(int64_t K, int64_t Rp, const float* R W, const float* R Wv, const float* R O,
                             const float* R A, const float* R A2, const float* R H, int64_t c0, int64_t r0,
                             const FwdOut& out) {
     const float* R brow = out.brow; const float* R bvar = out.bvar; const float* R E = out.E;
     const float* R VALID = out.VALID;
     float* R Hout = out.H; float* R ESD = out.ESD; float* R Aout = out.A; float* R A2out = out.A2;
-    vf mu[CT][RT] = {}, var[CT][RT] = {};
+    const int LN = VT<V>::N;
+    V mu[CT][RT] = {}, var[CT][RT] = {};
     for (int64_t k = 0; k < K; ++k) {
-        vf a[RT], a2[RT], hv[RT];
+        V a[RT], a2[RT], hv[RT];
         for (int j = 0; j < RT; ++j) {
-            a[j] = ld(A + k * Rp + r0 + VL * j);
-            a2[j] = ld(A2 + k * Rp + r0 + VL * j);
-            if (SKIP) hv[j] = ld(H + k * Rp + r0 + VL * j);
+            a[j] = ldv<V>(A + k * Rp + r0 + LN * j);
+            a2[j] = ldv<V>(A2 + k * Rp + r0 + LN * j);
+            if (SKIP) hv[j] = ldv<V>(H + k * Rp + r0 + LN * j);
         }
         for (int i = 0; i < CT; ++i) {
             float w = W[(c0 + i) * K + k], wv = Wv[(c0 + i) * K + k];
@@ -199,18 +269,18 @@ static inline void fwd_tile(int64_t K, int64_t Rp, const float* R W, const float
         int64_t c = c0 + i;
         float b = brow[c], bv = bvar[c];
         for (int j = 0; j < RT; ++j) {
-            int64_t at = c * Rp + r0 + VL * j;
-            vf va = var[i][j] + bv;
-            va = vselect(va > 1e-37f, va, (vf){} + 1e-37f);
-            vf inv = vrsqrt(va);
-            vf e = ld(E + at);
-            vf h = mu[i][j] + b + (va * inv) * e;
-            st(Hout + at, h);
-            st(ESD + at, e * inv * ld(VALID + r0 + VL * j));
+            int64_t at = c * Rp + r0 + LN * j;
+            V va = var[i][j] + bv;
+            va = vselect(va > 1e-37f, va, V{} + 1e-37f);
+            V inv = vrsqrt(va);
+            V e = ldv<V>(E + at);
+            V h = mu[i][j] + b + (va * inv) * e;
+            stv(Hout + at, h);
+            stv(ESD + at, e * inv * ldv<V>(VALID + r0 + LN * j));
             if (ACT) {
-                vf a = vselu(h);
-                st(Aout + at, a);
-                st(A2out + at, a * a);
+                V a = vselu(h);
+                stv(Aout + at, a);
+                stv(A2out + at, a * a);
             }
         }
     }
@@ -219,27 +289,28 @@ static inline void fwd_tile(int64_t K, int64_t Rp, const float* R W, const float
 template <bool SKIP, bool ACT>
 static void fwd(int64_t N, int64_t K, int64_t Rp, const float* W, const float* Wv, const float* O,
                 const float* A, const float* A2, const float* H, const FwdOut& out) {
-    int64_t nv = Rp / VL, j = 0;
-    for (; j + 4 <= nv; j += 4) {
+    int64_t nv = Rp / VN, j = 0;
+    for (; j + RTW <= nv; j += RTW) {
         int64_t c = 0;
-        for (; c + 2 <= N; c += 2) fwd_tile<2, 4, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
-        for (; c < N; ++c) fwd_tile<1, 4, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+        for (; c + 2 <= N; c += 2) fwd_tile<vn, 2, RTW, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VN * j, out);
+        for (; c < N; ++c) fwd_tile<vn, 1, RTW, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VN * j, out);
     }
     for (; j < nv; ++j) {
         int64_t c = 0;
-        for (; c + 2 <= N; c += 2) fwd_tile<2, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
-        for (; c < N; ++c) fwd_tile<1, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VL * j, out);
+        for (; c + 2 <= N; c += 2) fwd_tile<vn, 2, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VN * j, out);
+        for (; c < N; ++c) fwd_tile<vn, 1, 1, SKIP, ACT>(K, Rp, W, Wv, O, A, A2, H, c, VN * j, out);
     }
 }
 
 /* GP[k] = f'(A[k]) (sum_c W[c,k] G[c] + A[k] sum_c Wv[c,k] GV[c]) + sum_c O[c,k] G[c]  (SELU: f' from a) */
-template <int KT, int RT, bool SKIP>
+template <class V, int KT, int RT, bool SKIP>
 static inline void bwd_tile(int64_t N, int64_t K, int64_t Rp, const float* R W, const float* R Wv, const float* R O,
                             const float* R G, const float* R GV, const float* R A, int64_t k0, int64_t r0, float* R GP) {
-    vf tm[KT][RT] = {}, tv[KT][RT] = {}, ts[KT][RT] = {};
+    const int LN = VT<V>::N;
+    V tm[KT][RT] = {}, tv[KT][RT] = {}, ts[KT][RT] = {};
     for (int64_t c = 0; c < N; ++c) {
-        vf g[RT], gv[RT];
-        for (int j = 0; j < RT; ++j) { g[j] = ld(G + c * Rp + r0 + VL * j); gv[j] = ld(GV + c * Rp + r0 + VL * j); }
+        V g[RT], gv[RT];
+        for (int j = 0; j < RT; ++j) { g[j] = ldv<V>(G + c * Rp + r0 + LN * j); gv[j] = ldv<V>(GV + c * Rp + r0 + LN * j); }
         for (int i = 0; i < KT; ++i) {
             float w = W[c * K + k0 + i], wv = Wv[c * K + k0 + i];
             float o = SKIP ? O[c * K + k0 + i] : 0.0f;
@@ -250,31 +321,31 @@ static inline void bwd_tile(int64_t N, int64_t K, int64_t Rp, const float* R W, 
             }
         }
     }
-    const vf ss = (vf){} + SS, ssa = (vf){} + SS * SA;
+    const V ss = V{} + SS, ssa = V{} + SS * SA;
     for (int i = 0; i < KT; ++i)
         for (int j = 0; j < RT; ++j) {
-            int64_t at = (k0 + i) * Rp + r0 + VL * j;
-            vf a = ld(A + at);
-            vf d = a > 0.0f ? ss : a + ssa;
-            vf out = (tm[i][j] + a * tv[i][j]) * d;
+            int64_t at = (k0 + i) * Rp + r0 + LN * j;
+            V a = ldv<V>(A + at);
+            V d = a > 0.0f ? ss : a + ssa;
+            V out = (tm[i][j] + a * tv[i][j]) * d;
             if (SKIP) out += ts[i][j];
-            st(GP + at, out);
+            stv(GP + at, out);
         }
 }
 
 template <bool SKIP>
 static void bwd(int64_t N, int64_t K, int64_t Rp, const float* W, const float* Wv, const float* O,
                 const float* G, const float* GV, const float* A, float* GP) {
-    int64_t nv = Rp / VL, j = 0;
-    for (; j + 4 <= nv; j += 4) {
+    int64_t nv = Rp / VN, j = 0;
+    for (; j + RTW <= nv; j += RTW) {
         int64_t k = 0;
-        for (; k + 2 <= K; k += 2) bwd_tile<2, 4, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
-        for (; k < K; ++k) bwd_tile<1, 4, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+        for (; k + 2 <= K; k += 2) bwd_tile<vn, 2, RTW, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VN * j, GP);
+        for (; k < K; ++k) bwd_tile<vn, 1, RTW, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VN * j, GP);
     }
     for (; j < nv; ++j) {
         int64_t k = 0;
-        for (; k + 2 <= K; k += 2) bwd_tile<2, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
-        for (; k < K; ++k) bwd_tile<1, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VL * j, GP);
+        for (; k + 2 <= K; k += 2) bwd_tile<vn, 2, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VN * j, GP);
+        for (; k < K; ++k) bwd_tile<vn, 1, 1, SKIP>(N, K, Rp, W, Wv, O, G, GV, A, k, VN * j, GP);
     }
 }
 
@@ -288,6 +359,15 @@ static void bwd(int64_t N, int64_t K, int64_t Rp, const float* W, const float* W
 #define THI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
 
 /* T (Rp, Kp), row-major, = A (K, Rp)^T, zero for k >= K; Rp and Kp multiples of 16 */
+#ifdef SYMLIB_V8
+static void transpose(const float* R A, int64_t K, int64_t Rp, float* R T, int64_t Kp) {
+    for (int64_t r = 0; r < Rp; ++r) {
+        float* R t = T + r * Kp;
+        for (int64_t k = 0; k < K; ++k) t[k] = A[k * Rp + r];
+        for (int64_t k = K; k < Kp; ++k) t[k] = 0.0f;
+    }
+}
+#else
 static void transpose(const float* R A, int64_t K, int64_t Rp, float* R T, int64_t Kp) {
     for (int64_t kb = 0; kb < Kp; kb += VL)
         for (int64_t rb = 0; rb < Rp; rb += VL) {
@@ -305,15 +385,17 @@ static void transpose(const float* R A, int64_t K, int64_t Rp, float* R T, int64
             for (int i = 0; i < 16; ++i) st(T + (rb + i) * Kp + kb, v[i]);
         }
 }
+#endif
 
 /* DW[c, :] += sum_r G[c, r] T[r, :],  DV[c, :] += sum_r GV[c, r] T[r, :]^2  (DW, DV: (N, Kp)) */
-template <int CT, int KV>
+template <class V, int CT, int KV>
 static inline void wgrad_tile(int64_t Kp, int64_t Rp, int64_t n, const float* R G, const float* R GV,
                               const float* R T, int64_t c0, int64_t kv0, float* R DW, float* R DV) {
-    vf aw[CT][KV] = {}, av[CT][KV] = {};
+    const int LN = VT<V>::N;
+    V aw[CT][KV] = {}, av[CT][KV] = {};
     for (int64_t r = 0; r < n; ++r) {
-        vf t[KV], t2[KV];
-        for (int v = 0; v < KV; ++v) { t[v] = ld(T + r * Kp + VL * (kv0 + v)); t2[v] = t[v] * t[v]; }
+        V t[KV], t2[KV];
+        for (int v = 0; v < KV; ++v) { t[v] = ldv<V>(T + r * Kp + LN * (kv0 + v)); t2[v] = t[v] * t[v]; }
         for (int i = 0; i < CT; ++i) {
             float g = G[(c0 + i) * Rp + r], gv = GV[(c0 + i) * Rp + r];
             for (int v = 0; v < KV; ++v) { aw[i][v] += t[v] * g; av[i][v] += t2[v] * gv; }
@@ -321,25 +403,25 @@ static inline void wgrad_tile(int64_t Kp, int64_t Rp, int64_t n, const float* R 
     }
     for (int i = 0; i < CT; ++i)
         for (int v = 0; v < KV; ++v) {
-            float* pw = DW + (c0 + i) * Kp + VL * (kv0 + v);
-            float* pv = DV + (c0 + i) * Kp + VL * (kv0 + v);
-            st(pw, ld(pw) + aw[i][v]);
-            st(pv, ld(pv) + av[i][v]);
+            float* pw = DW + (c0 + i) * Kp + LN * (kv0 + v);
+            float* pv = DV + (c0 + i) * Kp + LN * (kv0 + v);
+            stv(pw, ldv<V>(pw) + aw[i][v]);
+            stv(pv, ldv<V>(pv) + av[i][v]);
         }
 }
 
 static void wgrad(int64_t N, int64_t Kp, int64_t Rp, int64_t n, const float* G, const float* GV, const float* T,
                   float* DW, float* DV) {
-    int64_t nkv = Kp / VL, kv = 0;
-    for (; kv + 2 <= nkv; kv += 2) {
+    int64_t nkv = Kp / VN, kv = 0;
+    for (; kv + WKV <= nkv; kv += WKV) {
         int64_t c = 0;
-        for (; c + 4 <= N; c += 4) wgrad_tile<4, 2>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
-        for (; c < N; ++c) wgrad_tile<1, 2>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c + WCT <= N; c += WCT) wgrad_tile<vn, WCT, WKV>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c < N; ++c) wgrad_tile<vn, 1, WKV>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
     }
     for (; kv < nkv; ++kv) {
         int64_t c = 0;
-        for (; c + 4 <= N; c += 4) wgrad_tile<4, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
-        for (; c < N; ++c) wgrad_tile<1, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c + WCT <= N; c += WCT) wgrad_tile<vn, WCT, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
+        for (; c < N; ++c) wgrad_tile<vn, 1, 1>(Kp, Rp, n, G, GV, T, c, kv, DW, DV);
     }
 }
 
@@ -351,6 +433,16 @@ static inline float hsum(vf v) {
     vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
+
+#ifdef SYMLIB_V8
+/* the sum of a 16-lane accumulator held as two vectors of 8 (lanes 0-7 and 8-15), in hsum's order */
+#define NH 2
+static inline float hsumn(const vn* v) {
+    vf8n a = v[0] + v[1];
+    vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+#endif
 
 static float* alloc(int64_t count) {
     int64_t bytes = ((count * 4 + 63) / 64) * 64;
@@ -434,7 +526,7 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                     for (int64_t r = 0; r < n; ++r) h[r] = (mr[r] + b) + sr[r] * e[r];
                     for (int64_t r = n; r < Rp; ++r) h[r] = 0.0f;
                     if (L > 1)
-                        for (int64_t r = 0; r < Rp; r += VL) { vf v = vselu(ld(h + r)); st(a + r, v); st(a2 + r, v * v); }
+                        for (int64_t r = 0; r < Rp; r += VN) { vn v = vselu(ldv<vn>(h + r)); stv(a + r, v); stv(a2 + r, v * v); }
                 }
             }
             /* layers 2..L */
@@ -463,6 +555,7 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                     const float* f = H[L] + c * Rp;
                     const float* yc = YP + c * Rp;
                     float* g = G + c * Rp;
+#ifndef SYMLIB_V8
                     vf acc = {};
                     for (int64_t r = 0; r < Rp; r += VL) {
                         vf res = (ld(yc + r) - ld(f + r)) * ld(VALID + r);     /* 0 on padded rows */
@@ -470,6 +563,17 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                         st(g + r, res * (scale * iv));
                     }
                     sq += hsum(acc);
+#else
+                    vn acc[NH] = {};
+                    for (int64_t r = 0; r < Rp; r += VL)
+                        for (int u = 0; u < NH; ++u) {
+                            int64_t ru = r + VN * u;
+                            vn res = (ldv<vn>(yc + ru) - ldv<vn>(f + ru)) * ldv<vn>(VALID + ru);     /* 0 on padded rows */
+                            acc[u] += res * res * iv;
+                            stv(g + ru, res * (scale * iv));
+                        }
+                    sq += hsumn(acc);
+#endif
                 }
             }
             /* backward, layers L..2 */
@@ -479,6 +583,7 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                 float* dbvar = PF(T_DBVAR, l) + m * N;
                 for (int64_t c = 0; c < N; ++c) {
                     const float* g = G + c * Rp; const float* esd = ESD[l] + c * Rp; float* gv = GV + c * Rp;
+#ifndef SYMLIB_V8
                     vf sg = {}, sv = {};
                     for (int64_t r = 0; r < Rp; r += VL) {
                         vf gg = ld(g + r), v = gg * ld(esd + r);
@@ -488,6 +593,19 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                     }
                     dbrow[c] = hsum(sg);
                     dbvar[c] += 0.5f * hsum(sv);
+#else
+                    vn sg[NH] = {}, sv[NH] = {};
+                    for (int64_t r = 0; r < Rp; r += VL)
+                        for (int u = 0; u < NH; ++u) {
+                            int64_t ru = r + VN * u;
+                            vn gg = ldv<vn>(g + ru), v = gg * ldv<vn>(esd + ru);
+                            stv(gv + ru, v);
+                            sg[u] += gg;
+                            sv[u] += v;
+                        }
+                    dbrow[c] = hsumn(sg);
+                    dbvar[c] += 0.5f * hsumn(sv);
+#endif
                 }
                 int64_t Kp = (K + VL - 1) / VL * VL;
                 transpose(A[l - 1], K, Rp, T, Kp);
@@ -508,10 +626,18 @@ void net_grad(int64_t M, int64_t S, int64_t n, int64_t L, const int64_t* widths,
                 for (int64_t c = 0; c < N; ++c) {
                     const float* g = G + c * Rp; const float* e = E[1] + c * Rp;
                     float* dm = dmu1T + (m * N + c) * n; float* ds = dsd1T + (m * N + c) * n;
+#ifndef SYMLIB_V8
                     vf sg = {};
                     for (int64_t r = 0; r < n; ++r) { dm[r] += g[r]; ds[r] += g[r] * e[r]; }
                     for (int64_t r = 0; r < Rp; r += VL) sg += ld(g + r);
                     dbrow[c] = hsum(sg);
+#else
+                    vn sg[NH] = {};
+                    for (int64_t r = 0; r < n; ++r) { dm[r] += g[r]; ds[r] += g[r] * e[r]; }
+                    for (int64_t r = 0; r < Rp; r += VL)
+                        for (int u = 0; u < NH; ++u) sg[u] += ldv<vn>(g + r + VN * u);
+                    dbrow[c] = hsumn(sg);
+#endif
                 }
             }
         }
@@ -703,12 +829,14 @@ def _cpu_tag() -> str:
     return "".join(lines)
 
 
-def _load() -> ctypes.CDLL:
-    """Compile (once per source, flags and CPU) and load the C routines."""
+def _load(extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Compile (once per source, flags and CPU) and load the C routines; ``extra_flags`` are added to
+    the compiler's (a test builds the 16-float loops with ``-DSYMLIB_VECTOR16``)."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise RuntimeError("no C++ compiler (g++) on PATH")
-    key = hashlib.sha256("\0".join([_SOURCE, " ".join(_FLAGS), _cpu_tag(), platform.machine()]).encode()).hexdigest()[:16]
+    flags = [*_FLAGS, *extra_flags]
+    key = hashlib.sha256("\0".join([_SOURCE, " ".join(flags), _cpu_tag(), platform.machine()]).encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"symlib-kernels-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     folder.mkdir(parents=True, exist_ok=True)
     lib_path = folder / f"mfvi_{key}.so"
@@ -718,7 +846,7 @@ def _load() -> ctypes.CDLL:
             src = Path(tmp) / "mfvi.cpp"
             src.write_text(_SOURCE)
             out = Path(tmp) / "mfvi.so"
-            proc = subprocess.run([cxx, *_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True,
+            proc = subprocess.run([cxx, *flags, str(src), "-o", str(out)], capture_output=True, text=True,
                                   check=False, timeout=300)
             if proc.returncode != 0:
                 raise RuntimeError(f"g++ failed: {proc.stderr[-2000:]}")

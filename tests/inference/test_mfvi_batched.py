@@ -293,3 +293,36 @@ def test_resumable_pieces_equal_one_fit(tmp_path):
     with pytest.raises(ValueError, match="lr"):
         mfvi_batched.fit_resumable(model, q0, x, y, checkpoint=path, generator=torch.Generator().manual_seed(7),
                                    **{**kw, "lr": 2e-2})
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(ln.split(":", 1)[1].split()) for ln in f if ln.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.skipif(not _c_available() or "avx" not in _cpu_flags(), reason="needs g++ and an AVX CPU")
+def test_8_float_loops_compute_the_16_float_numbers(monkeypatch):
+    """The routine built with its hot loops on 8-float vectors (what an AVX, non-AVX-512 CPU runs)
+    gives the 16-float build's numbers bit for bit (``-DSYMLIB_VECTOR16``; with AVX-512 both are
+    built without it), for both noise sources, unaligned counts and skips."""
+    base = ("-mno-avx512f",) if "avx512f" in _cpu_flags() else ()
+    libs = {"8": _mfvi_kernels._load(base), "16": _mfvi_kernels._load((*base, "-DSYMLIB_VECTOR16"))}
+    for widths, n in [((8, 8, 8), 32), ((20, 20), 37)]:
+        model, q0, x, y = _problem(widths, n)
+        for noise in ("fast", "torch"):
+            fits = {}
+            for name, lib in libs.items():
+                monkeypatch.setattr(_mfvi_kernels, "_LIB", lib)
+                fits[name] = mfvi_batched.fit(model, q0, x, y, n_steps=5, n_samples=3, lr=1e-2, noise=noise,
+                                              generator=torch.Generator().manual_seed(7), kernels="c",
+                                              learn_noise=True, record_every=1, progress=False)
+            a, b = fits["8"], fits["16"]
+            for k in a.q.mean:
+                assert torch.equal(a.q.mean[k], b.q.mean[k]) and torch.equal(a.q.log_sd[k], b.q.log_sd[k]), (widths, noise, k)
+            assert torch.equal(a.log_noise_sd, b.log_noise_sd)
+            assert np.array_equal(np.asarray(a.history["elbo"]), np.asarray(b.history["elbo"]))
+            # and the fit moved: the equality is not of two untouched starts
+            assert not torch.equal(a.q.mean["W2"], q0.mean["W2"])
