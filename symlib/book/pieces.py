@@ -26,11 +26,12 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
+from symlib.book.equivalence import equivalent
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.results import results_dir
 
-__all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "host", "in_progress", "log_piece",
-           "minutes_phrase", "pieces_path", "read", "stalled"]
+__all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "equivalent_to_latest", "host",
+           "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read", "stalled"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered", "partial")
 """How an execution ended (module docstring); ``partial``: ``compute --skip`` ran every stage it
@@ -196,18 +197,34 @@ def _summary(since: list[dict], codes: Collection[str] = ()) -> tuple[list[dict]
 
 def in_progress(entries: list[dict], profile: str) -> dict | None:
     """The run of ``profile`` still in progress in ``entries``: its pieces since the last complete
-    one, of the latest piece's code hash (earlier code's pieces were abandoned with their
-    checkpoints), or None when its last piece completed the chapter or there is none.
+    one, of the latest piece's code hash or of code proven to compute the same numbers
+    (:func:`equivalent_to_latest`; other code's pieces were abandoned with their checkpoints), or
+    None when its last piece completed the chapter or there is none.
 
     Returns:
         ``{"pieces", "seconds", "minutes", "devices", "hosts", "first", "last", "commit", "code_hash", "note",
-        "abandoned"}``: ``note`` is how far the latest piece got (its stage's message).
+        "abandoned", "stage_hashes"}``: ``note`` is how far the latest piece got (its stage's message);
+        ``stage_hashes`` its stages' code hashes (None where it recorded none).
     """
     since = _since_complete(entries, profile)
     if since is None:
         return None
-    run, summary = _summary(since)
-    return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note")}
+    run, summary = _summary(since, equivalent_to_latest(since))
+    return summary | {"commit": run[-1].get("commit"), "code_hash": run[-1].get("code_hash"), "note": run[-1].get("note"),
+                      "stage_hashes": run[-1].get("stage_hashes")}
+
+
+def equivalent_to_latest(since: list[dict]) -> set[str]:
+    """The compute code hashes of the pieces in ``since`` whose every stage ran code that the
+    registry of proven equivalences (:mod:`symlib.book.equivalence`) joins to the last piece's
+    code for it (both recorded ``stage_hashes``): the same run, continued after a change proven
+    not to move its numbers, whose checkpoints the carry folder renames for the new code."""
+    latest = since[-1].get("stage_hashes") if since else None
+    if not isinstance(latest, dict) or not latest:
+        return set()
+    return {e["code_hash"] for e in since
+            if e.get("code_hash") and isinstance(stages := e.get("stage_hashes"), dict) and set(stages) == set(latest)
+            and all(equivalent(s, h, latest[s]) for s, h in stages.items())}
 
 
 def _since_complete(entries: list[dict], profile: str) -> list[dict] | None:
@@ -228,7 +245,7 @@ def stalled(entries: list[dict], profile: str) -> str | None:
     piece of the same length starts the same unit again and loses it again, unless the unit was
     started late in one of them (the notes give each piece's budget)."""
     since = _since_complete(entries, profile)
-    run = [] if since is None else _summary(since)[0]   # of the latest code, as in_progress counts them
+    run = [] if since is None else _summary(since, equivalent_to_latest(since))[0]   # as in_progress counts them
     if len(run) < 2:
         return None
     notes = [str(e.get("note") or "") for e in run[-2:]]

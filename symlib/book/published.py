@@ -32,8 +32,10 @@ from symlib.book.codehash import (
     compute_code_hash,
     declared,
     profile_hash,
+    stage_code_hashes,
     stale_code_groups,
 )
+from symlib.book.equivalence import equivalent
 from symlib.book.ledger import COLUMNS, column_outcome
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.pieces import in_progress
@@ -348,11 +350,18 @@ def _unpublished_line(chapter: str, tier: str, entries: list[dict]) -> str | Non
 def _restarts(run: dict, chapter: str) -> str | None:
     """This checkout's compute code hash of ``chapter`` where the run in progress ``run``
     (:func:`symlib.book.pieces.in_progress`) ran other code, so that its next piece starts it
-    again; None where it continues (or its pieces recorded no code)."""
+    again; None where it continues: the same code, code the registry of proven equivalences joins
+    to its latest piece's stage by stage, or pieces that recorded no code."""
     if not run["code_hash"]:
         return None
     now = compute_code_hash(chapter)
-    return now if now != run["code_hash"] else None
+    if now == run["code_hash"]:
+        return None
+    ran, current = run.get("stage_hashes"), stage_code_hashes(chapter)
+    if isinstance(ran, dict) and current and set(ran) == set(current) and all(
+            equivalent(s, h, current[s]) for s, h in ran.items()):
+        return None
+    return now
 
 
 def restarted(tier: str = "paper") -> list[str]:

@@ -21,13 +21,20 @@ CODE_FILES = ("*.py", "*.sh", "*.yml", "*.yaml")
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 
 
+# a C preprocessor macro of a routine compiled at run time (``#define``, ``#ifdef``, ``defined(...)``,
+# ``-D...``) is no setting of the environment
+MACRO = re.compile(r"(?:#\s*(?:define|ifdef|ifndef|undef)\s+|defined\(\s*|-D)(" + VARIABLE.pattern + ")")
+
+
 def code_variables(root: Path = REPO) -> set[str]:
-    """Every ``SYMLIB_*`` name in the code, the Makefile and CI."""
+    """Every ``SYMLIB_*`` name in the code, the Makefile and CI, but C macros (:data:`MACRO`)."""
     files = [root / "Makefile", root / ".ci" / "run"]
     for folder in SOURCES:
         for pattern in CODE_FILES:
             files += (root / folder).rglob(pattern)
-    return {v for f in files if f.is_file() for v in VARIABLE.findall(f.read_text(errors="replace"))}
+    texts = [f.read_text(errors="replace") for f in files if f.is_file()]
+    macros = {m for t in texts for m in MACRO.findall(t)}
+    return {v for t in texts for v in VARIABLE.findall(t)} - macros
 
 
 def make_variables(makefile: str) -> set[str]:

@@ -133,6 +133,43 @@ def test_a_code_change_that_restarts_a_run_in_progress_is_named_until_it_is_reco
     assert published.restarted() == []   # a complete run restarts nothing
 
 
+
+def test_a_run_continued_under_proven_equivalent_code_keeps_its_pieces_and_is_not_restarted(tmp_path, monkeypatch):
+    """A code change that the registry of equivalences proves computes the same numbers (what
+    ``same_numbers`` registers) continues the run in progress: its pieces under the old code
+    still count, and no restart is named; without the proof the same change restarts it."""
+    from symlib.book import equivalence
+    from symlib.book.codehash import stage_code_hashes
+
+    chapter = "01_ortho_skip"
+    monkeypatch.setattr(published, "project_root_or_cwd", lambda: tmp_path)
+    registry = tmp_path / "registry.json"
+    monkeypatch.setattr(equivalence, "registry_path", lambda root=None: registry)
+    current = stage_code_hashes(chapter)
+    assert current   # chapter 1 declares its stages' code
+    old = {s: f"{i:016x}" for i, s in enumerate(sorted(current))}
+    results = tmp_path / "results"
+    src = pieces.pieces_path(chapter, results)
+    pieces.log_piece(chapter, profile="paper", device="cpu", seconds=600, outcome="budget", directory=results,
+                     code_hash="0123456789abcdef", stage_hashes=old, started=datetime(2026, 12, 7, 9, 0, tzinfo=UTC))
+    publishing.record_progress(chapter, src)
+    (line,) = published.restarted()   # unproven: the next piece starts the run again
+    assert line.startswith(f"{chapter}: its paper run in progress (1 piece, 10 minutes on cpu")
+    equivalence.add([(s, old[s], current[s]) for s in current], "a test")
+    assert published.restarted() == []
+    assert "from an older version" not in published.progress_summary(chapter)
+    # the next piece runs the new code: the run counts both pieces
+    pieces.log_piece(chapter, profile="paper", device="cpu", seconds=300, outcome="budget", directory=results,
+                     code_hash=compute_code_hash(chapter), stage_hashes=current,
+                     started=datetime(2026, 12, 8, 9, 0, tzinfo=UTC))
+    entries = pieces.read(chapter, results)
+    run = pieces.in_progress(entries, "paper")
+    assert run["pieces"] == 2 and run["seconds"] == 900 and run["abandoned"] == 0
+    registry.unlink()   # without the proof the old piece was abandoned with its checkpoints
+    run = pieces.in_progress(entries, "paper")
+    assert run["pieces"] == 1 and run["seconds"] == 300 and run["abandoned"] == 1
+
+
 def test_no_change_restarts_a_published_run_in_progress_unrecorded():
     for tier in published.TIERS:
         assert published.restarted(tier) == []
