@@ -25,7 +25,8 @@ element-wise work (``sd = sqrt(var + sigma_b^2)``, ``h = mu + b + sd eps``, ``ep
 layer's SELU) done on the tile while it is in registers; the weight gradients use a transposed copy
 of the layer's input so that they too are broadcast-and-FMA loops. Arithmetic is float32 with
 reordered sums and ``1/sqrt`` from the hardware estimate plus one Newton step with AVX-512 (else
-correctly rounded), so the results equal torch's to float32 rounding, not bit for bit (``tests/inference/test_mfvi_batched.py``).
+correctly rounded), so the results equal torch's to float32 rounding, not bit for bit
+(``tests/inference/test_mfvi_batched.py``).
 
 The noise of a block comes either from tensors drawn by the caller (the same numbers as
 :func:`symlib.inference.mfvi.sample_outputs` draws) or from the counter-based generator: SplitMix64's
