@@ -31,7 +31,7 @@ from symlib.book.paths import project_root_or_cwd
 from symlib.book.results import results_dir
 
 __all__ = ["COMMIT_ENV", "INTERRUPTED", "OUTCOMES", "TERMINATED", "account", "equivalent_to_latest", "host",
-           "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read", "stalled"]
+           "in_progress", "log_piece", "minutes_phrase", "pieces_path", "read", "same_stage_code", "stalled"]
 
 OUTCOMES = ("complete", "budget", "failed", "rendered", "partial")
 """How an execution ended (module docstring); ``partial``: ``compute --skip`` ran every stage it
@@ -220,11 +220,15 @@ def equivalent_to_latest(since: list[dict]) -> set[str]:
     code for it (both recorded ``stage_hashes``): the same run, continued after a change proven
     not to move its numbers, whose checkpoints the carry folder renames for the new code."""
     latest = since[-1].get("stage_hashes") if since else None
-    if not isinstance(latest, dict) or not latest:
-        return set()
-    return {e["code_hash"] for e in since
-            if e.get("code_hash") and isinstance(stages := e.get("stage_hashes"), dict) and set(stages) == set(latest)
-            and all(equivalent(s, h, latest[s]) for s, h in stages.items())}
+    return {e["code_hash"] for e in since if e.get("code_hash") and same_stage_code(e.get("stage_hashes"), latest)}
+
+
+def same_stage_code(ran: dict | None, current: dict | None) -> bool:
+    """Whether two ``{stage experiment: stage code hash}`` maps (a piece's ``stage_hashes``, or
+    :func:`symlib.book.codehash.stage_code_hashes`) name the same stages, each at the same hash or
+    at one the registry of proven equivalences joins to it; False when either is missing or empty."""
+    return (isinstance(ran, dict) and isinstance(current, dict) and bool(current) and set(ran) == set(current)
+            and all(equivalent(s, h, current[s]) for s, h in ran.items()))
 
 
 def _since_complete(entries: list[dict], profile: str) -> list[dict] | None:

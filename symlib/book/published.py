@@ -35,7 +35,6 @@ from symlib.book.codehash import (
     stage_code_hashes,
     stale_code_groups,
 )
-from symlib.book.equivalence import equivalent
 from symlib.book.ledger import COLUMNS, column_outcome
 from symlib.book.paths import project_root_or_cwd
 from symlib.book.pieces import in_progress
@@ -355,11 +354,7 @@ def _restarts(run: dict, chapter: str) -> str | None:
     if not run["code_hash"]:
         return None
     now = compute_code_hash(chapter)
-    if now == run["code_hash"]:
-        return None
-    ran, current = run.get("stage_hashes"), stage_code_hashes(chapter)
-    if isinstance(ran, dict) and current and set(ran) == set(current) and all(
-            equivalent(s, h, current[s]) for s, h in ran.items()):
+    if now == run["code_hash"] or pieces.same_stage_code(run.get("stage_hashes"), stage_code_hashes(chapter)):
         return None
     return now
 
